@@ -1,0 +1,1 @@
+"""Algorithms (config group ``algorithm``): each builds a TRL trainer."""

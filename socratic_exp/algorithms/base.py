@@ -1,0 +1,51 @@
+"""The algorithm interface: build a TRL trainer from the run's components."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from socratic_exp.component import Component
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+
+    from socratic_exp.components import Components
+    from socratic_exp.models.base import Student
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunContext:
+    """What an algorithm needs to build its trainer."""
+
+    components: Components
+    data: DatasetDict
+    student: Student
+    run_dir: Path
+    run_name: str
+    seed: int
+    callbacks: list[Any]
+    report_to: list[str]
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+
+@dataclasses.dataclass(kw_only=True)
+class Algorithm(Component):
+    """An algorithm option. The class flags say which other groups it uses, so wrong combinations fail early."""
+
+    group: ClassVar[str] = "algorithm"
+    uses_teacher: ClassVar[bool] = False
+    requires_teacher: ClassVar[bool] = False
+    uses_distiller: ClassVar[bool] = False
+
+    max_steps: int = 100
+
+    def check_compatible(self, components: Components) -> None:
+        """Checks that need the other components (e.g. the model's context length)."""
+
+    def build_trainer(self, ctx: RunContext) -> Any:
+        raise NotImplementedError

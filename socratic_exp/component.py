@@ -1,0 +1,108 @@
+"""The base of every config-group option.
+
+Each option is a dataclass named by its YAML's ``_target_``. Building it with ``hydra.utils.instantiate`` checks
+types and ranges, so a whole run is validated by constructing its components, which is cheap: modules import
+torch, transformers, trl and wandb only inside the methods that do the heavy work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, ClassVar, Literal
+
+from socratic_exp.errors import ConfigError
+
+
+@dataclasses.dataclass(kw_only=True)
+class Component:
+    """A config option: ``group`` names the config group, so errors read ``algorithm.beta=-1: ...``."""
+
+    group: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            expected = hints[field.name]
+            if not _matches(value, expected):
+                raise ConfigError(self.key(field.name), value, f"expected {_describe(expected)}")
+            if isinstance(value, int) and not isinstance(value, bool) and _accepts(expected, float) and not _accepts(
+                expected, int
+            ):
+                setattr(self, field.name, float(value))  # YAML `1` for a float knob
+        self.validate()
+
+    def validate(self) -> None:
+        """Range and consistency checks of this option; raise ConfigError."""
+
+    def key(self, name: str) -> str:
+        return f"{self.group}.{name}" if self.group else name
+
+    def check(self, name: str, ok: bool, problem: str, fix: str | None = None) -> None:
+        if not ok:
+            raise ConfigError(self.key(name), getattr(self, name, None), problem, fix)
+
+    def check_range(
+        self, name: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+        lt: float | None = None,
+    ) -> None:
+        value = getattr(self, name)
+        if value is None:
+            return
+        for bound, holds, word in (
+            (ge, lambda b: value >= b, ">="), (gt, lambda b: value > b, ">"),
+            (le, lambda b: value <= b, "<="), (lt, lambda b: value < b, "<"),
+        ):
+            if bound is not None and not holds(bound):
+                raise ConfigError(self.key(name), value, f"must be {word} {bound}", f"set {self.key(name)}=<a value {word} {bound}>")
+
+    def options(self) -> dict[str, Any]:
+        """The option's settings as plain data (for summaries and W&B)."""
+        return dataclasses.asdict(self)
+
+
+def _accepts(expected: Any, kind: type) -> bool:
+    if expected is kind or expected is Any:
+        return True
+    return any(_accepts(arg, kind) for arg in typing.get_args(expected)) if _is_union(expected) else False
+
+
+def _is_union(expected: Any) -> bool:
+    return typing.get_origin(expected) in (typing.Union, types.UnionType)
+
+
+def _matches(value: Any, expected: Any) -> bool:
+    if expected is Any:
+        return True
+    if expected is type(None):
+        return value is None
+    if _is_union(expected):
+        return any(_matches(value, arg) for arg in typing.get_args(expected))
+    origin = typing.get_origin(expected)
+    if origin is Literal:
+        return value in typing.get_args(expected)
+    if expected is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        args = typing.get_args(expected)
+        return isinstance(value, list | tuple) and all(_matches(v, args[0]) for v in value) if args else True
+    if origin is dict:
+        key_type, value_type = typing.get_args(expected) or (Any, Any)
+        return isinstance(value, dict) and all(
+            _matches(k, key_type) and _matches(v, value_type) for k, v in value.items()
+        )
+    return isinstance(value, origin or expected)
+
+
+def _describe(expected: Any) -> str:
+    if _is_union(expected):
+        return " or ".join(_describe(arg) for arg in typing.get_args(expected))
+    if typing.get_origin(expected) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(expected))
+    if expected is type(None):
+        return "null"
+    return getattr(expected, "__name__", str(expected))

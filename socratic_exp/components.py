@@ -1,0 +1,114 @@
+"""Building and validating a run's components from the composed config, without heavy imports."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from socratic_exp.errors import NO_VALUE, ConfigError, UserError
+from socratic_exp.evaluation import EvalSettings
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import Algorithm
+    from socratic_exp.distillers.base import Distiller
+    from socratic_exp.loggers.base import Logger
+    from socratic_exp.models.base import ModelSpec
+    from socratic_exp.samplers.base import PromptSampler
+    from socratic_exp.tasks.base import Task
+    from socratic_exp.teachers.base import Teacher
+
+GROUPS = ("task", "model", "algorithm", "teacher", "sampler", "distiller", "logger")
+
+
+@dataclasses.dataclass
+class Components:
+    task: Task
+    model: ModelSpec
+    algorithm: Algorithm
+    teacher: Teacher
+    sampler: PromptSampler
+    distiller: Distiller
+    logger: Logger
+    eval: EvalSettings
+    choices: dict[str, str]  # the option chosen in each group, e.g. {"algorithm": "grpo"}
+
+
+def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> Components:
+    """Instantiate every group's option (which checks types and ranges) and check the choices fit together."""
+    choices = dict(choices or {})
+    built: dict[str, Any] = {}
+    for group in GROUPS:
+        node = cfg.get(group)
+        if node is None or "_target_" not in node:
+            raise ConfigError(group, None, "no option selected", f"choose one with {group}=<option> (see --help)")
+        built[group] = instantiate_option(group, node)
+        choices.setdefault(group, type(built[group]).__name__)
+    settings = OmegaConf.to_container(cfg.get("eval") or {}, resolve=True)
+    try:
+        eval_settings = EvalSettings(**settings)
+    except TypeError as err:
+        raise _unknown_key("eval", err, EvalSettings) from None
+    components = Components(**built, eval=eval_settings, choices=choices)
+    check_compatible(components)
+    _check_top_level(cfg)
+    return components
+
+
+def instantiate_option(group: str, node: DictConfig) -> Any:
+    from hydra.errors import InstantiationException
+    from hydra.utils import get_class, instantiate
+
+    target = node["_target_"]
+    try:
+        cls = get_class(target)
+    except Exception:
+        raise ConfigError(f"{group}._target_", target, "is not an importable class", "fix the YAML's _target_") from None
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        if isinstance(cause, TypeError) and "unexpected keyword argument" in str(cause):
+            raise _unknown_key(group, cause, cls) from None
+        raise UserError(f"{group}: could not build {target}: {cause or err}") from None
+
+
+def _unknown_key(group: str, err: TypeError, cls: type) -> ConfigError:
+    key = str(err).rsplit("'", 2)[-2] if "'" in str(err) else "?"
+    known = ", ".join(f.name for f in dataclasses.fields(cls))
+    return ConfigError(f"{group}.{key}", NO_VALUE, "unknown key", f"remove it; {group} keys are: {known}")
+
+
+def check_compatible(components: Components) -> None:
+    """Reject choices that do not fit together, before anything loads."""
+    from socratic_exp.distillers.none import NoDistiller
+    from socratic_exp.teachers.none import NoTeacher
+
+    algorithm = components.algorithm
+    name = components.choices["algorithm"]
+    has_teacher = not isinstance(components.teacher, NoTeacher)
+    if has_teacher and not algorithm.uses_teacher:
+        raise ConfigError(
+            "teacher", components.choices["teacher"], f"algorithm={name} does not use a teacher",
+            "use teacher=none, or an algorithm that uses one",
+        )
+    if algorithm.requires_teacher and not has_teacher:
+        raise ConfigError("teacher", "none", f"algorithm={name} needs a teacher", "choose one, e.g. teacher=rule")
+    if not isinstance(components.distiller, NoDistiller) and not algorithm.uses_distiller:
+        raise ConfigError(
+            "distiller", components.choices["distiller"], f"algorithm={name} has no distillation phase",
+            "use distiller=none, or an algorithm with one",
+        )
+    algorithm.check_compatible(components)
+
+
+def _check_top_level(cfg: DictConfig) -> None:
+    seed = cfg.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ConfigError("seed", seed, "must be an integer >= 0")
+    resume = cfg.get("resume")
+    if resume not in (None, "auto") and not isinstance(resume, str):
+        raise ConfigError("resume", resume, "must be null, auto or a run folder")

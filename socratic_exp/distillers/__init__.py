@@ -1,0 +1,1 @@
+"""Distillers (config group ``distiller``): knowledge distillation into the student's weights."""

@@ -1,0 +1,12 @@
+"""``distiller=none``: no distillation phase."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from socratic_exp.distillers.base import Distiller
+
+
+@dataclasses.dataclass(kw_only=True)
+class NoDistiller(Distiller):
+    pass

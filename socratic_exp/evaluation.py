@@ -1,0 +1,126 @@
+"""Held-out evaluation: greedy accuracy and pass@k with sampling, overall and by difficulty."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from socratic_exp.component import Component
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from socratic_exp.models.base import Student
+    from socratic_exp.tasks.base import Task
+
+
+@dataclasses.dataclass(kw_only=True)
+class EvalSettings(Component):
+    """``eval.*``: when and how the held-out split is evaluated."""
+
+    group = "eval"
+
+    every_steps: int = 0
+    max_samples: int | None = None
+    batch_size: int = 200
+    max_new_tokens: int = 64
+    pass_k: int = 4
+    temperature: float = 1.0
+
+    def validate(self) -> None:
+        self.check_range("every_steps", ge=0)
+        self.check_range("max_samples", ge=1)
+        self.check_range("batch_size", ge=1)
+        self.check_range("max_new_tokens", ge=1)
+        self.check_range("pass_k", ge=0)
+        self.check_range("temperature", gt=0.0)
+
+
+def as_model_input(student: Student, prompt: str) -> str:
+    """The text the model sees: the raw prompt, or the prompt as a user turn of the chat template."""
+    if not student.chat:
+        return prompt
+    messages = [{"role": "user", "content": prompt}]
+    return student.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **student.chat_template_kwargs
+    )
+
+
+def generate(
+    student: Student, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, sample: bool = False,
+    temperature: float = 1.0, num_return_sequences: int = 1, progress: str | None = None,
+) -> list[str]:
+    """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    model, tokenizer = student.model, student.tokenizer
+    was_training = model.training
+    model.eval()
+    outputs: list[str] = []
+    starts = range(0, len(prompts), batch_size)
+    try:
+        for start in tqdm(starts, desc=progress, disable=progress is None, leave=False):
+            texts = [as_model_input(student, p) for p in prompts[start : start + batch_size]]
+            batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            with torch.inference_mode():
+                generated = model.generate(
+                    **batch, max_new_tokens=max_new_tokens, do_sample=sample,
+                    temperature=temperature if sample else None, top_p=None, top_k=None,
+                    num_return_sequences=num_return_sequences,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            outputs += tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    finally:
+        model.train(was_training)
+    return outputs
+
+
+class Evaluator:
+    """Scores a model on a held-out split with the task's verifier."""
+
+    def __init__(self, task: Task, dataset: Dataset, settings: EvalSettings):
+        if settings.max_samples is not None and len(dataset) > settings.max_samples:
+            dataset = dataset.select(range(settings.max_samples))
+        self.task = task
+        self.rows = dataset.to_list()
+        self.settings = settings
+
+    def evaluate(self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None) -> dict[str, float]:
+        """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics.
+
+        ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same.
+        """
+        settings = self.settings
+        prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
+        answers = [row["answer"] for row in self.rows]
+        levels = [row.get("difficulty") for row in self.rows]
+        common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size}
+        greedy = generate(student, prompts, progress=f"{prefix}: greedy", **common)
+        verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
+        metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels)
+        metrics[f"{prefix}/no_answer"] = sum(v.extracted is None for v in verdicts) / len(verdicts)
+        if settings.pass_k:
+            k = settings.pass_k
+            sampled = generate(
+                student, prompts, sample=True, temperature=settings.temperature, num_return_sequences=k,
+                progress=f"{prefix}: pass@{k}", **common,
+            )
+            scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
+            per_prompt = [scores[i * k : (i + 1) * k] for i in range(len(prompts))]
+            metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels)
+            metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels)
+        return metrics
+
+
+def _by_level(name: str, values: list[float], levels: list[Any]) -> dict[str, float]:
+    metrics = {name: sum(values) / len(values)}
+    grouped: dict[Any, list[float]] = defaultdict(list)
+    for value, level in zip(values, levels, strict=True):
+        if level is not None:
+            grouped[level].append(value)
+    for level in sorted(grouped):
+        metrics[f"{name}/d{level}"] = sum(grouped[level]) / len(grouped[level])
+    return metrics

@@ -1,0 +1,87 @@
+"""Hydra glue: where the configs live, the run-folder resolver behind ``resume``, and the sweep status table."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+RESUME_KEY = "resume"
+
+
+def config_dir() -> Path:
+    """The packaged copy of ``conf/`` in an installed wheel, else the checkout's top-level ``conf/``."""
+    packaged = Path(__file__).parent / "conf"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "conf"
+
+
+def register_resolvers() -> None:
+    if not OmegaConf.has_resolver("sx_run_dir"):
+        OmegaConf.register_new_resolver("sx_run_dir", _run_dir)
+
+
+def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
+    """The run folder: ``fresh`` unless resuming (``resume=auto`` or ``resume=<run folder>``).
+
+    A missing folder is not an error here (Hydra would print a traceback): the run itself reports it.
+    """
+    if resume in (None, "", False):
+        return fresh
+    if str(resume) != "auto":
+        return str(resume) if Path(str(resume)).is_dir() else fresh
+    overrides = list(OmegaConf.select(_root_, "hydra.overrides.task", default=[]) or [])
+    found = find_interrupted_run(Path(fresh).parent.parent, overrides)
+    return str(found) if found else fresh
+
+
+def comparable_overrides(overrides: list[str]) -> list[str]:
+    return sorted(o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY)
+
+
+def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | None:
+    """The newest run folder under ``outputs_root/<date>/<time>`` launched with the same overrides (``resume``
+    aside) that did not complete and has a checkpoint to continue from."""
+    wanted = comparable_overrides(overrides)
+    candidates = sorted(outputs_root.glob("*/*/.hydra/overrides.yaml"), reverse=True)
+    for overrides_file in candidates:
+        run = overrides_file.parent.parent
+        if comparable_overrides(list(OmegaConf.load(overrides_file))) != wanted:
+            continue
+        summary = run / "summary.json"
+        status = json.loads(summary.read_text()).get("status") if summary.is_file() else None
+        if status != "completed" and any((run / "checkpoints").glob("checkpoint-*")):
+            return run
+    return None
+
+
+class SweepStatus(Callback):
+    """At the end of a ``-m`` sweep: a table of every job's status and objective; exit 1 if any job failed."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        rows = []
+        for summary_file in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: _job_order(p.parent.name)):
+            summary = json.loads(summary_file.read_text())
+            rows.append((summary_file.parent.name, summary.get("status", "?"), summary))
+        if not rows:
+            return
+        print(f"\nSweep {sweep_dir}: {len(rows)} jobs", file=sys.stderr)
+        for job, status, summary in rows:
+            value = summary.get("objective")
+            shown = f"{value:.4f}" if isinstance(value, float) and not math.isnan(value) else "-"
+            detail = summary.get("error", {}).get("message", "") if status != "completed" else ""
+            overrides = " ".join(summary.get("overrides", []))
+            print(f"  #{job:<3} {status:<10} objective={shown:<8} {overrides}  {detail}".rstrip(), file=sys.stderr)
+        failed = [job for job, status, _ in rows if status != "completed"]
+        if failed:
+            print(f"{len(failed)} of {len(rows)} jobs did not complete: {', '.join('#' + j for j in failed)}", file=sys.stderr)
+            sys.exit(1)
+
+
+def _job_order(name: str) -> tuple[int, str]:
+    return (int(name), "") if name.isdigit() else (sys.maxsize, name)

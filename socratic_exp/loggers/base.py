@@ -1,0 +1,39 @@
+"""The logger interface. ``metrics.jsonl`` is always written by the run; a logger adds an experiment tracker."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, ClassVar
+
+from socratic_exp.component import Component
+
+
+@dataclasses.dataclass
+class RunInfo:
+    run_dir: Path
+    name: str
+    group: str | None
+    job_type: str
+    tags: list[str]
+    config: dict[str, Any]  # resolved and redacted
+    resume_id: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Logger(Component):
+    group: ClassVar[str] = "logger"
+
+    def report_to(self) -> list[str]:
+        """The ``report_to`` integrations for transformers / TRL trainers."""
+        return []
+
+    def start(self, info: RunInfo) -> str | None:
+        """Open the tracker's run; returns its id (stored for resume)."""
+        return None
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        """Metrics the trainer does not report itself (evaluations, summaries)."""
+
+    def finish(self, exit_code: int = 0, summary: dict[str, Any] | None = None) -> None:
+        """Close the run; a non-zero ``exit_code`` marks it failed."""

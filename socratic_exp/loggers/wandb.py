@@ -1,0 +1,68 @@
+"""``logger=wandb``: Weights & Biases, offline by default.
+
+The run is opened before training so that the transformers ``WandbCallback`` (TRL's metrics, completions tables)
+logs into it rather than opening its own. Offline runs live in ``<run folder>/wandb/`` and upload later with
+``wandb sync <run folder>/wandb/offline-run-*``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from socratic_exp.errors import UserError
+from socratic_exp.loggers.base import Logger, RunInfo
+
+
+@dataclasses.dataclass(kw_only=True)
+class WandbLogger(Logger):
+    project: str = "socratic_exp"
+    entity: str | None = None
+    mode: Literal["offline", "online", "disabled"] = "offline"
+    group: str | None = None
+    tags: list[str] = dataclasses.field(default_factory=list)
+    notes: str | None = None
+
+    def __post_init__(self) -> None:
+        self._run: Any = None
+        super().__post_init__()
+
+    def report_to(self) -> list[str]:
+        return ["wandb"]
+
+    def start(self, info: RunInfo) -> str | None:
+        import wandb
+
+        try:
+            self._run = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                mode=self.mode,
+                group=self.group or info.group,
+                job_type=info.job_type,
+                name=info.name,
+                tags=[*info.tags, *self.tags],
+                notes=self.notes,
+                config=info.config,
+                dir=str(info.run_dir),
+                id=info.resume_id,
+                resume="allow" if info.resume_id else None,
+            )
+        except Exception as err:  # wandb raises many types (auth, network, usage)
+            raise UserError(
+                f"W&B could not start in {self.mode} mode: {err}".splitlines()[0],
+                "run `wandb login` or set WANDB_API_KEY for online mode, or use logger.mode=offline / logger=none",
+            ) from None
+        return self._run.id
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        if self._run is not None:
+            self._run.log({**metrics, "train/global_step": step})
+
+    def finish(self, exit_code: int = 0, summary: dict[str, Any] | None = None) -> None:
+        if self._run is None:
+            return
+        if summary:
+            self._run.summary.update(summary)
+        self._run.finish(exit_code=exit_code)
+        self._run = None

@@ -1,0 +1,1 @@
+"""Models (config group ``model``): the student and its tokenizer."""

@@ -1,0 +1,35 @@
+"""The model interface: a student (and its tokenizer) ready for a TRL trainer."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from socratic_exp.component import Component
+
+if TYPE_CHECKING:
+    from socratic_exp.tasks.base import Task
+
+
+@dataclasses.dataclass(kw_only=True)
+class Student:
+    """A loaded model with its tokenizer; ``path`` is where it loads from (TRL reloads reference models from it)."""
+
+    model: Any
+    tokenizer: Any
+    path: str
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    chat: bool = False
+    chat_template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelSpec(Component):
+    """A model option. ``chat`` says whether prompts go through the tokenizer's chat template."""
+
+    group: ClassVar[str] = "model"
+
+    chat: bool = False
+
+    def load(self, task: Task) -> Student:
+        raise NotImplementedError

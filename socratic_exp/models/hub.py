@@ -1,0 +1,58 @@
+"""Hugging Face Hub models (``model=qwen3_*`` presets, or any ``model.name``): loaded with ``from_pretrained``.
+
+Offline, a model that is not in the local cache fails with one line that says how to get it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from socratic_exp.errors import UserError
+from socratic_exp.models.base import ModelSpec, Student
+
+if TYPE_CHECKING:
+    from socratic_exp.tasks.base import Task
+
+
+@dataclasses.dataclass(kw_only=True)
+class HubModel(ModelSpec):
+    name: str
+    chat: bool = True
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    attn_implementation: str | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+    enable_thinking: bool | None = None
+
+    def validate(self) -> None:
+        self.check("name", bool(self.name.strip()), "must name a Hub model or a local folder")
+
+    def load(self, task: Task) -> Student:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        dtype = self.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+        common = {"revision": self.revision, "trust_remote_code": self.trust_remote_code}
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(self.name, padding_side="left", **common)
+            model = AutoModelForCausalLM.from_pretrained(
+                self.name, dtype=getattr(torch, dtype), attn_implementation=self.attn_implementation, **common
+            )
+        except OSError as err:
+            where = "local folder" if Path(self.name).exists() else "Hugging Face Hub model"
+            raise UserError(
+                f"model.name={self.name}: the {where} could not be loaded ({str(err).splitlines()[0][:160]})",
+                f"download it where there is network (`hf download {self.name}`) into the HF cache, "
+                "or set model.name to a local folder",
+            ) from None
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        template_kwargs = {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
+        return Student(
+            model=model, tokenizer=tokenizer, path=self.name, chat=self.chat, chat_template_kwargs=template_kwargs,
+            info={"name": self.name, "dtype": dtype, "parameters": model.num_parameters()},
+        )

@@ -1,0 +1,209 @@
+"""One run: validate, then build the components, train, evaluate and write the run folder.
+
+``run_job`` is what the Hydra app calls. Every failure ends the same way: ``summary.json`` says ``failed`` with
+the error (and its traceback, for bugs), W&B is closed with a non-zero exit code, and one line on stderr says
+what went wrong; a single run then exits non-zero, while in ``-m`` the sweep goes on with its other jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from socratic_exp.components import GROUPS, Components, build_components
+from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.loggers.base import Logger, RunInfo
+from socratic_exp.run_folder import MetricsFile, RunRecord, redact
+
+log = logging.getLogger("socratic_exp")
+NAME_SKIPPED_KEYS = ("resume", "logger", "dry_run")
+
+
+class MetricsSink:
+    """Metrics to ``metrics.jsonl`` and to the logger."""
+
+    def __init__(self, file: MetricsFile, logger: Logger):
+        self.file = file
+        self.logger = logger
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        self.file.write(step, metrics)
+        self.logger.log(metrics, step)
+
+
+def run_job(cfg: DictConfig) -> float | None:
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    overrides = list(hydra_cfg.overrides.task)
+    choices = {group: str(hydra_cfg.runtime.choices.get(group)) for group in GROUPS}
+    if "sweep" in hydra_cfg.runtime.choices:
+        choices["sweep"] = str(hydra_cfg.runtime.choices["sweep"])
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    record: RunRecord | None = None
+    try:
+        config = OmegaConf.to_container(cfg, resolve=True)
+        components = build_components(cfg, choices)
+        _check_resume(cfg, run_dir)
+        if cfg.dry_run:
+            print(f"config OK: {' '.join(f'{g}={c}' for g, c in choices.items())}")
+            return None
+        record = RunRecord(run_dir, config, overrides)
+        if record.previous.get("status") == "completed":
+            print(f"{run_dir} already completed; nothing to resume")
+            return record.previous.get("objective")
+        if is_main:
+            record.save()
+        return Experiment(cfg, components, record, run_dir, overrides, multirun, is_main).run()
+    except KeyboardInterrupt as err:
+        _fail(record, run_dir, config if "config" in locals() else {}, overrides, err, "interrupted")
+        sys.exit(130)
+    except Exception as err:  # report every failure the same way; bugs keep their traceback in summary.json
+        _fail(record, run_dir, config if "config" in locals() else {}, overrides, err, "failed")
+        if multirun:
+            return None
+        sys.exit(2 if isinstance(err, UserError) else 1)
+
+
+def _fail(record: RunRecord | None, run_dir: Path, config: Any, overrides: list[str], err: BaseException,
+          status: str) -> None:
+    if record is None:
+        record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides)
+    if not isinstance(err, UserError | KeyboardInterrupt):
+        record.data["traceback"] = traceback.format_exc()
+    if int(os.environ.get("RANK", "0")) == 0:
+        record.fail(err, status=status)
+    if isinstance(err, UserError):
+        print(f"error: {err}", file=sys.stderr)
+    elif isinstance(err, KeyboardInterrupt):
+        print(f"interrupted: the run folder {run_dir} can be resumed with resume={run_dir}", file=sys.stderr)
+    else:
+        first_line = (str(err).strip().splitlines() or [""])[0][:300]
+        print(f"error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})", file=sys.stderr)
+
+
+def _check_resume(cfg: DictConfig, run_dir: Path) -> None:
+    resume = cfg.get("resume")
+    if resume in (None, "auto"):
+        return
+    if not Path(str(resume)).is_dir():
+        raise ConfigError("resume", resume, "is not a run folder", "pass an existing outputs/<date>/<time> folder or resume=auto")
+    if Path(str(resume)).resolve() != run_dir.resolve():  # pragma: no cover - the resolver guarantees it
+        raise ConfigError("resume", resume, f"resolved to another folder ({run_dir})")
+
+
+def run_name(choices: dict[str, str], overrides: list[str]) -> str:
+    """A readable run name: the algorithm, task and model, then the overrides that distinguish the run."""
+    shown = [
+        o for o in overrides
+        if o.split("=", 1)[0].lstrip("+~").split(".")[0] not in (*NAME_SKIPPED_KEYS, "algorithm", "task", "model")
+        or "." in o.split("=", 1)[0]
+    ]
+    base = f"{choices.get('algorithm')}-{choices.get('task')}-{choices.get('model')}"
+    return (base + ("|" + ",".join(shown) if shown else ""))[:128]
+
+
+class Experiment:
+    """The heavy part of a run (imports torch, transformers and TRL)."""
+
+    def __init__(self, cfg: DictConfig, components: Components, record: RunRecord, run_dir: Path,
+                 overrides: list[str], multirun: bool, is_main: bool):
+        self.cfg = cfg
+        self.c = components
+        self.record = record
+        self.run_dir = run_dir
+        self.overrides = overrides
+        self.multirun = multirun
+        self.is_main = is_main
+
+    def run(self) -> float | None:
+        from transformers import set_seed
+        from transformers.trainer_utils import get_last_checkpoint
+
+        from socratic_exp.algorithms.base import RunContext
+        from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
+        from socratic_exp.evaluation import Evaluator
+
+        c, cfg = self.c, self.cfg
+        set_seed(cfg.seed)
+        checkpoint_root = self.run_dir / "checkpoints"
+        checkpoint = get_last_checkpoint(str(checkpoint_root)) if checkpoint_root.is_dir() else None
+        metrics_file = MetricsFile(self.run_dir / "metrics.jsonl")
+        if checkpoint:
+            resumed_step = int(Path(checkpoint).name.rsplit("-", 1)[1])
+            dropped = metrics_file.truncate_after(resumed_step)
+            log.info("resuming from %s (dropped %d metric lines logged after step %d)", checkpoint, dropped, resumed_step)
+        elif "initial" not in self.record.data:
+            metrics_file.path.unlink(missing_ok=True)
+        name = run_name(c.choices, self.overrides)
+        sink = MetricsSink(metrics_file, c.logger if self.is_main else Logger())
+        if self.is_main:
+            run_id = c.logger.start(self._run_info(name))
+            self.record.update(wandb_run_id=run_id, run_name=name)
+        try:
+            splits = c.task.build()
+            student = c.model.load(c.task)
+            evaluator = Evaluator(c.task, splits["eval"], c.eval)
+            data = splits.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"]}]}) if student.chat else splits
+            if "initial" not in self.record.data:
+                initial = evaluator.evaluate(student)
+                sink.log(initial, 0)
+                self.record.update(initial=initial)
+            metrics_callback = MetricsFileCallback(sink, c.sampler)
+            callbacks = [metrics_callback, PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink)]
+            ctx = RunContext(
+                components=c, data=data, student=student, run_dir=self.run_dir, run_name=name, seed=cfg.seed,
+                callbacks=callbacks, report_to=c.logger.report_to() if self.is_main else [],
+            )
+            trainer = c.algorithm.build_trainer(ctx)
+            trainer.train(resume_from_checkpoint=checkpoint)
+            step = trainer.state.global_step
+            student.model = trainer.accelerator.unwrap_model(trainer.model)
+            final = evaluator.evaluate(student)
+            if self.is_main:
+                sink.log(final, step)
+            if cfg.save_final_model:
+                trainer.save_model(str(checkpoint_root / "final"))
+            objective = final.get(cfg.objective)
+            if objective is None:
+                raise ConfigError("objective", cfg.objective, "is not a final metric", f"use one of {sorted(final)}")
+            if self.is_main:
+                self.record.complete(
+                    objective, final=final, steps=step, train=metrics_callback.last_logs, choices=c.choices,
+                    student=student.info,
+                )
+                c.logger.finish(0, summary={"objective": objective, **final})
+            self._print_result(self.record.data.get("initial", {}), final)
+            return objective
+        except BaseException:
+            if self.is_main:
+                c.logger.finish(exit_code=1)
+            raise
+
+    def _run_info(self, name: str) -> RunInfo:
+        group = None
+        if self.multirun:
+            sweep_dir = Path(HydraConfig.get().sweep.dir)
+            group = self.c.choices.get("sweep") or f"{sweep_dir.parent.name}/{sweep_dir.name}"
+        return RunInfo(
+            run_dir=self.run_dir,
+            name=name,
+            group=group,
+            job_type=self.c.choices["algorithm"],
+            tags=[f"{g}={v}" for g, v in self.c.choices.items() if g in GROUPS],
+            config=redact(OmegaConf.to_container(self.cfg, resolve=True)),
+            resume_id=self.record.data.get("wandb_run_id"),
+        )
+
+    def _print_result(self, initial: dict[str, float], final: dict[str, float]) -> None:
+        keys = [k for k in final if k.count("/") == 1]
+        lines = [f"  {k:<24} {initial.get(k, float('nan')):.3f} -> {final[k]:.3f}" for k in keys]
+        log.info("held-out results (before -> after) in %s\n%s", self.run_dir, "\n".join(lines))

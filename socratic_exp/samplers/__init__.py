@@ -1,0 +1,1 @@
+"""Samplers (config group ``sampler``): which prompts each training batch draws."""

@@ -1,0 +1,1 @@
+"""Tasks (config group ``task``): dataset splits plus a verifier."""

@@ -1,0 +1,274 @@
+"""``task=arithmetic``: the embedded testbed, multi-step integer arithmetic (Socratic-RL, Section 7, Phase 1).
+
+Prompts are ``Q: 3+4*2=?``; the student answers with one ``a op b=c`` line per operation and a final ``A: n``
+line. Difficulty is the number of operations. The same module writes the warm-start corpus of the tiny model,
+which is where the student's known misconceptions come from: on a share of the questions where it matters, the
+traces ignore operator precedence or parentheses, and some examples show a hint line (a principle before the
+question, or guidance after a wrong attempt) followed by a correct attempt, so that the student learns to use
+hints in its context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+from typing import TYPE_CHECKING, ClassVar
+
+from socratic_exp.errors import UserError
+from socratic_exp.tasks import expressions as ex
+from socratic_exp.tasks.base import Task, Verdict, WarmstartExample
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+
+_ANSWER = re.compile(r"A:[ \t]*(-?\d{1,40})(?!\d)")
+_MAX_SAMPLING_TRIES = 200
+
+# Context lines. Principles stand before the question (viewpoints); guidance follows a wrong attempt.
+PRINCIPLES: dict[str, tuple[str, ...]] = {
+    "precedence": (
+        "Principle: do * before + and -.",
+        "Note: multiply first, then add or subtract.",
+        "Heuristic: * binds tighter than + and -.",
+    ),
+    "parentheses": (
+        "Principle: work out the brackets first.",
+        "Note: evaluate the parentheses before the operation outside them.",
+        "Heuristic: a bracket is one number; compute it first.",
+    ),
+    "slip": ("Note: recheck every product and sum.", "Principle: check each step before the next."),
+}
+GUIDANCE: dict[str, tuple[str, ...]] = {
+    "precedence": (
+        "Hint: do * before + and -.",
+        "Hint: step {n} ignores that * comes before {op}.",
+        "Hint: multiply first, then add or subtract.",
+    ),
+    "parentheses": (
+        "Hint: work out the brackets first.",
+        "Hint: step {n} ignores the brackets.",
+        "Hint: compute ({inner}) first.",
+    ),
+    "slip": ("Hint: recheck {step}.", "Hint: step {n} is wrong: {left}{op}{right} is not {result}."),
+}
+
+
+def prompt_for(expression: str, context: str | None = None) -> str:
+    """The student's prompt, optionally preceded by context lines (viewpoints, principles)."""
+    question = f"Q: {expression}=?\n"
+    return f"{context.rstrip()}\n{question}" if context else question
+
+
+def extract_answer(completion: str) -> str | None:
+    matches = _ANSWER.findall(completion)
+    return str(int(matches[-1])) if matches else None
+
+
+@dataclasses.dataclass(kw_only=True)
+class ArithmeticTask(Task):
+    """Seeded generator of expressions over 1..``max_operand`` with + - * and parentheses."""
+
+    min_ops: int = 1
+    max_ops: int = 4
+    max_operand: int = 9
+    max_value: int = 99
+    train_size: int = 4000
+    eval_size: int = 400
+    probe_size: int = 100
+    misconception_rates: dict[str, float] = dataclasses.field(
+        default_factory=lambda: {"precedence": 0.6, "parentheses": 0.6}
+    )
+    slip_rate: float = 0.03
+    retry_share: float = 0.3
+    preamble_share: float = 0.15
+
+    name: ClassVar[str] = "arithmetic"
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_range("min_ops", ge=1)
+        self.check_range("max_ops", ge=1, le=12)
+        self.check("max_ops", self.max_ops >= self.min_ops, f"must be >= task.min_ops ({self.min_ops})")
+        self.check_range("max_operand", ge=1, le=99)
+        self.check_range("max_value", ge=self.max_operand)
+        for name in ("train_size", "eval_size"):
+            self.check_range(name, ge=1)
+        self.check_range("probe_size", ge=0)
+        for kind, rate in self.misconception_rates.items():
+            self.check(
+                "misconception_rates", kind in ex.MISCONCEPTIONS and 0.0 <= rate <= 1.0,
+                f"{kind}={rate} is not a misconception in {sorted(ex.MISCONCEPTIONS)} with a rate in [0, 1]",
+            )
+        for name in ("slip_rate", "retry_share", "preamble_share"):
+            self.check_range(name, ge=0.0, le=1.0)
+
+    def warmstart_fingerprint(self) -> dict:
+        return {k: v for k, v in self.options().items() if k != "train_size"}
+
+    # --- splits -----------------------------------------------------------------------------------------------
+    def build(self) -> DatasetDict:
+        from datasets import Dataset, DatasetDict
+
+        rows = self._rows_from_files() if self.data_files else self._generated_rows()
+        return DatasetDict({split: Dataset.from_list(split_rows) for split, split_rows in rows.items() if split_rows})
+
+    def _generated_rows(self) -> dict[str, list[dict]]:
+        seen: set[str] = set()
+        sizes = {"eval": self.eval_size, "probe": self.probe_size, "train": self.train_size}
+        # Held-out splits are drawn first, so the training split never contains their expressions.
+        rows = {}
+        for offset, (split, size) in enumerate(sizes.items()):
+            rng = random.Random(f"{self.seed}-{split}-{offset}")
+            rows[split] = [self.row(expr, i) for i, expr in enumerate(self._unique_expressions(rng, size, seen))]
+        return {split: rows[split] for split in ("train", "eval", "probe")}
+
+    def _unique_expressions(self, rng: random.Random, size: int, seen: set[str]) -> list[ex.Expr]:
+        found: list[ex.Expr] = []
+        tries = 0
+        while len(found) < size and tries < size * _MAX_SAMPLING_TRIES:
+            tries += 1
+            expr = self.random_expression(rng)
+            text = ex.render(expr)
+            if text not in seen:
+                seen.add(text)
+                found.append(expr)
+        if len(found) < size:
+            raise UserError(
+                f"task.arithmetic: only {len(found)} distinct expressions exist for the requested sizes",
+                "lower task.train_size / eval_size / probe_size or raise task.max_ops",
+            )
+        return found
+
+    def random_expression(self, rng: random.Random) -> ex.Expr:
+        """An expression whose every intermediate value (also under the misconceptions) stays within ``max_value``:
+        the testbed is about the order of operations, not about multi-digit multiplication."""
+        while True:
+            expr = ex.random_expression(rng, rng.randint(self.min_ops, self.max_ops), self.max_operand)
+            traces = [ex.correct_steps(expr), *(steps(expr) for steps in ex.MISCONCEPTIONS.values())]
+            if all(abs(step.result) <= self.max_value for trace in traces for step in trace):
+                return expr
+
+    def row(self, expr: ex.Expr, index: int) -> dict:
+        text = ex.render(expr)
+        return {
+            "prompt": prompt_for(text),
+            "answer": str(ex.evaluate(expr)),
+            "reference": ex.format_trace(ex.correct_steps(expr)),
+            "difficulty": ex.count_ops(expr),
+            "expression": text,
+            "index": index,
+        }
+
+    def _rows_from_files(self) -> dict[str, list[dict]]:
+        rows: dict[str, list[dict]] = {split: [] for split in ("train", "eval", "probe")}
+        for split, path in (self.data_files or {}).items():
+            with open(path, encoding="utf-8") as handle:
+                for line_no, line in enumerate(handle, 1):
+                    if line.strip():
+                        rows[split].append(self.row(self._parse_row(line, path, line_no), len(rows[split])))
+        return rows
+
+    @staticmethod
+    def _parse_row(line: str, path: str, line_no: int) -> ex.Expr:
+        where = f"{path}:{line_no}"
+        try:
+            record = json.loads(line)
+            expr = ex.parse(str(record["expression"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ex.ParseError) as err:
+            raise UserError(
+                f"{where}: malformed arithmetic row ({type(err).__name__}: {err})",
+                'each line must be a JSON object like {"expression": "3+4*2"}',
+            ) from None
+        if "answer" in record and str(record["answer"]).strip() != str(ex.evaluate(expr)):
+            raise UserError(
+                f"{where}: answer {record['answer']!r} does not equal {ex.render(expr)} = {ex.evaluate(expr)}",
+                "fix or drop the row's answer field",
+            )
+        return expr
+
+    # --- verifier ---------------------------------------------------------------------------------------------
+    def verify(self, completion: str, answer: str) -> Verdict:
+        got = extract_answer(completion if isinstance(completion, str) else str(completion))
+        if got is None:
+            return Verdict(0.0, "no final 'A: <integer>' line")
+        if got == answer.strip():
+            return Verdict(1.0, "correct", got)
+        return Verdict(0.0, f"wrong answer {got}", got)
+
+    # --- warm-start corpus ------------------------------------------------------------------------------------
+    def misconception_of(self, expr: ex.Expr) -> list[str]:
+        """The misconceptions that change this expression's answer."""
+        value = ex.evaluate(expr)
+        return [kind for kind, steps in ex.MISCONCEPTIONS.items() if steps(expr)[-1].result != value]
+
+    def warmstart_examples(self, size: int, seed: int) -> list[WarmstartExample]:
+        rng = random.Random(f"{self.seed}-warmstart-{seed}")
+        held_out = {row["expression"] for split in ("eval", "probe") for row in self._generated_rows()[split]}
+        examples = []
+        while len(examples) < size:
+            expr = self.random_expression(rng)
+            text = ex.render(expr)
+            if text in held_out:
+                continue
+            draw = rng.random()
+            if draw < self.retry_share:
+                examples.append(self._retry_example(expr, text, rng))
+            elif draw < self.retry_share + self.preamble_share:
+                examples.append(self._preamble_example(expr, text, rng))
+            else:
+                examples.append([(prompt_for(text), False), (self._student_trace(expr, rng), True)])
+        return examples
+
+    def _student_trace(self, expr: ex.Expr, rng: random.Random) -> str:
+        """What the warm-started student writes without help: sometimes a misconception, rarely a slip."""
+        for kind in self.misconception_of(expr):
+            if rng.random() < self.misconception_rates.get(kind, 0.0):
+                return ex.format_trace(ex.MISCONCEPTIONS[kind](expr))
+        if rng.random() < self.slip_rate:
+            return ex.format_trace(self._slip_steps(expr, rng))
+        return ex.format_trace(ex.correct_steps(expr))
+
+    @staticmethod
+    def _slip_steps(expr: ex.Expr, rng: random.Random) -> list[ex.Step]:
+        return ex.correct_steps(expr, slip_at=rng.randrange(ex.count_ops(expr)), slip_by=rng.choice((-2, -1, 1, 2)))
+
+    def _preamble_example(self, expr: ex.Expr, text: str, rng: random.Random) -> WarmstartExample:
+        kinds = self.misconception_of(expr) or list(PRINCIPLES)
+        context = rng.choice(PRINCIPLES[rng.choice(kinds)])
+        return [(prompt_for(text, context), False), (ex.format_trace(ex.correct_steps(expr)), True)]
+
+    def _retry_example(self, expr: ex.Expr, text: str, rng: random.Random) -> WarmstartExample:
+        """A wrong attempt (context), teacher guidance pointing at it (context), then a corrected attempt (trained)."""
+        kinds = self.misconception_of(expr)
+        if kinds:
+            kind = rng.choice(kinds)
+            wrong = ex.MISCONCEPTIONS[kind](expr)
+        else:
+            kind, wrong = "slip", self._slip_steps(expr, rng)
+        right = ex.correct_steps(expr)
+        guidance = guidance_for(kind, wrong, right, expr, rng)
+        return [
+            (prompt_for(text), False),
+            (ex.format_trace(wrong), False),
+            (guidance + "\n", False),
+            (ex.format_trace(right), True),
+        ]
+
+
+def guidance_for(kind: str, wrong: list[ex.Step], right: list[ex.Step], expr: ex.Expr, rng: random.Random) -> str:
+    """A guidance line for a wrong trace, pointing at its first step that differs from the correct one."""
+    first = next((i for i, (w, r) in enumerate(zip(wrong, right, strict=False)) if w != r), 0)
+    step = wrong[first]
+    inner = _first_parenthesised(expr) or ex.render(expr)
+    template = rng.choice(GUIDANCE[kind])
+    return template.format(
+        n=first + 1, op=step.op, step=f"{step.left}{step.op}{step.right}", left=step.left, right=step.right,
+        result=step.result, inner=inner,
+    )
+
+
+def _first_parenthesised(expr: ex.Expr) -> str | None:
+    match = re.search(r"\(([^()]*)\)", ex.render(expr))
+    return match.group(1) if match else None

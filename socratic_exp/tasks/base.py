@@ -1,0 +1,88 @@
+"""The task interface: dataset splits with ``prompt`` / ``answer`` columns and a verifier that never runs model text."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from socratic_exp.component import Component
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+
+SPLITS = ("train", "eval", "probe")
+
+# A warm-start example is a list of text segments, each marked trainable (loss) or context only (masked).
+WarmstartExample = list[tuple[str, bool]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The verifier's judgement: a score in [0, 1], a short reason, and the answer it extracted (if any)."""
+
+    score: float
+    reason: str
+    extracted: str | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Task(Component):
+    """A task builds ``train`` / ``eval`` / ``probe`` splits and verifies completions.
+
+    Rows carry ``prompt`` and ``answer`` (strings), ``difficulty`` (int) and ``index`` (the row's position, which
+    samplers use to route rewards back to questions), plus optional ``reference`` (a worked solution).
+    """
+
+    group: ClassVar[str] = "task"
+
+    seed: int = 0
+    data_files: dict[str, str] | None = None
+
+    def validate(self) -> None:
+        for split, path in (self.data_files or {}).items():
+            self.check(
+                "data_files", split in SPLITS, f"unknown split {split!r}", f"use split names among {', '.join(SPLITS)}"
+            )
+            self.check(
+                "data_files", Path(path).is_file(), f"file {path!r} for split {split!r} does not exist",
+                "point it at an existing JSONL file",
+            )
+
+    # --- to implement ---------------------------------------------------------------------------------------
+    def build(self) -> DatasetDict:
+        raise NotImplementedError
+
+    def verify(self, completion: str, answer: str) -> Verdict:
+        raise NotImplementedError
+
+    # --- shared behaviour -------------------------------------------------------------------------------------
+    def score(self, completion: str, answer: str) -> float:
+        return self.verify(completion, answer).score
+
+    def warmstart_examples(self, size: int, seed: int) -> list[WarmstartExample]:
+        """Supervised traces for warm-starting a model built from scratch: the reference after the prompt."""
+        train = self.build()["train"]
+        rows = train.shuffle(seed=seed).select(range(min(size, len(train))))
+        return [[(row["prompt"], False), (row.get("reference") or row["answer"], True)] for row in rows]
+
+    def warmstart_fingerprint(self) -> dict[str, Any]:
+        """The settings that change ``warmstart_examples`` (the tiny model's cache key)."""
+        return self.options()
+
+    def reward_function(self, on_rewards: Callable[[list[int], list[float]], None] | None = None) -> Callable:
+        """A TRL reward function scoring completions with the verifier.
+
+        ``on_rewards(indices, rewards)`` receives each batch's rewards per dataset row: the hook samplers use.
+        """
+        task = self
+
+        def accuracy(completions: list[Any], answer: list[str], index: list[int] | None = None, **_: Any) -> list[float]:
+            texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+            rewards = [task.score(text, gold) for text, gold in zip(texts, answer, strict=True)]
+            if on_rewards is not None and index is not None:
+                on_rewards(list(index), rewards)
+            return rewards
+
+        return accuracy

@@ -1,0 +1,1 @@
+"""Teachers (config group ``teacher``): guidance and viewpoints for the student."""

@@ -1,0 +1,59 @@
+"""Shared fixtures: composing configs in-process and running the app in a subprocess, with isolated folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def compose(*overrides: str):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from socratic_exp.hydra_support import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=False)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One warm-start cache for the whole session (the quick warm-start builds in seconds)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def run_app(tmp_path, cache_dir):
+    """Run ``python -m socratic_exp`` with outputs under tmp_path; returns (completed process, outputs root)."""
+
+    def run(*overrides: str, timeout: int = 600, env: dict[str, str] | None = None):
+        outputs = tmp_path / "outputs"
+        full_env = {
+            **os.environ, "SOCRATIC_EXP_OUTPUTS": str(outputs), "SOCRATIC_EXP_CACHE": str(cache_dir),
+            "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0", **(env or {}),
+        }
+        proc = subprocess.run(
+            [sys.executable, "-m", "socratic_exp", *overrides], cwd=tmp_path, env=full_env, capture_output=True,
+            text=True, timeout=timeout,
+        )
+        return proc, outputs
+
+    return run
+
+
+def run_dirs(outputs: Path) -> list[Path]:
+    return sorted(p.parent for p in outputs.glob("*/*/summary.json") if p.parent.parent.name != "multirun")
+
+
+def read_summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())

@@ -1,0 +1,156 @@
+"""Config composition and validation: every option builds, every bad input fails with its message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from conftest import CONF, ROOT, compose
+
+from socratic_exp.components import GROUPS, build_components
+from socratic_exp.errors import ConfigError, UserError
+
+OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF / group).glob("*.yaml"))]
+OVERLAYS = [(kind, path.stem) for kind in ("experiment", "debug") for path in sorted((CONF / kind).glob("*.yaml"))]
+
+
+def test_every_group_has_options():
+    for group in GROUPS:
+        assert (CONF / group).is_dir(), group
+    assert {"arithmetic"} <= {o for g, o in OPTIONS if g == "task"}
+    assert {"tiny", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b"} <= {o for g, o in OPTIONS if g == "model"}
+    assert {"wandb", "none"} <= {o for g, o in OPTIONS if g == "logger"}
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_every_option_composes_and_instantiates(group, option):
+    cfg = compose(f"{group}={option}")
+    assert "_target_" in cfg[group]
+    components = build_components(cfg)
+    built = getattr(components, group)
+    # the option's class lives in the package that mirrors its config group
+    package = {"task": "tasks", "model": "models", "algorithm": "algorithms", "teacher": "teachers",
+               "sampler": "samplers", "distiller": "distillers", "logger": "loggers"}[group]
+    assert type(built).__module__.startswith(f"socratic_exp.{package}."), type(built).__module__
+
+
+@pytest.mark.parametrize(("kind", "name"), OVERLAYS, ids=[f"{k}={n}" for k, n in OVERLAYS])
+def test_every_overlay_composes(kind, name):
+    cfg = compose(f"+{kind}={name}")
+    build_components(cfg)
+
+
+def test_debug_overlay_overrides_only_what_differs():
+    base, fast = compose(), compose("+debug=fast")
+    assert fast.algorithm.max_steps == 4 and base.algorithm.max_steps == 200
+    assert fast.algorithm.learning_rate == base.algorithm.learning_rate
+    assert fast.task == base.task
+
+
+BAD_INPUTS = [
+    (["algorithm.max_steps=-1"], "algorithm.max_steps=-1: must be >= 1"),
+    (["algorithm.num_generations=3"], "algorithm.num_generations=3: must divide the generation batch"),
+    (["algorithm.num_generations=1", "algorithm.batch_size=4"], "algorithm.num_generations=1: must be >= 2"),
+    (["algorithm.learning_rate=0"], "algorithm.learning_rate=0.0: must be > 0"),
+    (["algorithm.learning_rate=fast"], "algorithm.learning_rate='fast': expected float"),
+    (["algorithm.loss_type=ppo"], "algorithm.loss_type='ppo': expected one of"),
+    (["algorithm.top_p=1.5"], "algorithm.top_p=1.5: must be <= 1.0"),
+    (["+algorithm.trl_args.output_dir=x"], "algorithm.trl_args="),
+    (["+algorithm.bogus=1"], "algorithm.bogus: unknown key"),
+    (["task.max_ops=0"], "task.max_ops=0: must be >= 1"),
+    (["task.min_ops=3", "task.max_ops=2"], "task.max_ops=2: must be >= task.min_ops (3)"),
+    (["task.misconception_rates.precedence=1.5"], "task.misconception_rates="),
+    (["task.data_files={train:/no/such/file.jsonl}"], "file '/no/such/file.jsonl' for split 'train' does not exist"),
+    (["task.data_files={dev:/etc/hostname}"], "unknown split 'dev'"),
+    (["model.num_heads=5"], "model.num_heads=5: must divide model.hidden_size (128)"),
+    (["model.warmstart_steps=-5"], "model.warmstart_steps=-5: must be >= 0"),
+    (["model=qwen3_4b", "model.name= "], "model.name=' ': must name a Hub model"),
+    (["eval.pass_k=-1"], "eval.pass_k=-1: must be >= 0"),
+    (["+eval.bogus=1"], "eval.bogus: unknown key"),
+    (["seed=-3"], "seed=-3: must be an integer >= 0"),
+    (["logger.mode=sometimes"], "logger.mode='sometimes': expected one of"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD_INPUTS, ids=[" ".join(o) for o, _ in BAD_INPUTS])
+def test_bad_inputs_fail_with_their_message(overrides, message):
+    with pytest.raises(UserError) as raised:
+        build_components(compose(*overrides))
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert "fix:" in str(raised.value) or isinstance(raised.value, ConfigError)
+
+
+def test_validation_does_not_import_heavy_libraries():
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); from conftest import compose;"
+        "from socratic_exp.components import build_components; build_components(compose());"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'wandb', 'datasets') if m in sys.modules];"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [(["--help"], "algorithm: grpo"), (["--info"], "Config search path"), (["--cfg", "job"], "_target_: socratic_exp")],
+)
+def test_hydra_flags_work(run_app, args, expected):
+    proc, _ = run_app(*args, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert expected in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message", "code"),
+    [
+        (["algorithm.max_steps=-1"], "error: algorithm.max_steps=-1: must be >= 1", 2),
+        (["resume=/no/such/run"], "error: resume='/no/such/run': is not a run folder", 2),
+        (["algorithm=nope"], "Could not find 'algorithm/nope'", 1),
+        (["algorithm.nope=1"], "Key 'nope' is not in struct", 1),
+    ],
+)
+def test_cli_errors_are_one_clear_line(run_app, overrides, message, code):
+    proc, outputs = run_app(*overrides, timeout=60)
+    assert proc.returncode == code
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    for summary in outputs.glob("*/*/summary.json"):
+        assert '"status": "failed"' in summary.read_text()
+
+
+def test_dry_run_validates_without_training(run_app):
+    proc, outputs = run_app("dry_run=true", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "config OK" in proc.stdout
+    assert not list(outputs.glob("*/*/summary.json"))
+
+
+def test_wheel_ships_the_configs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0 and "hatchling" in proc.stderr:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+            capture_output=True, text=True,
+        )
+    assert proc.returncode == 0, proc.stderr
+    wheel = next(tmp_path.glob("socratic_exp-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "socratic_exp/conf/config.yaml" in names
+    assert "socratic_exp/conf/algorithm/grpo.yaml" in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "socratic_exp", "--cfg", "job"], cwd=elsewhere, capture_output=True, text=True,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 0, run.stderr
+    assert "socratic_exp.algorithms.grpo.GRPO" in run.stdout

@@ -1,0 +1,96 @@
+"""End-to-end runs of the app: the run folder contract, W&B offline files, resume, and multirun failures."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import read_summary, run_dirs
+
+pytestmark = pytest.mark.slow
+
+QUICK = ("+debug=quick_warmstart",)
+SUMMARY_KEYS = {"status", "objective", "initial", "final", "config", "git_commit", "versions", "wall_time_s",
+                "steps", "overrides", "wandb_run_id", "choices"}
+
+
+def _records(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_run_writes_the_whole_run_folder(run_app):
+    proc, outputs = run_app(*QUICK)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed"
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["steps"] == 4
+    assert 0.0 <= summary["objective"] <= 1.0
+    assert summary["objective"] == summary["final"]["eval/greedy_acc"]
+    for key in ("eval/greedy_acc", "eval/pass@2", "eval/sampled_acc", "eval/greedy_acc/d1"):
+        assert key in summary["initial"] and key in summary["final"]
+    assert summary["versions"]["trl"] == "1.16.0"
+    assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
+    records = _records(run_dir)
+    train_steps = [r["step"] for r in records if "loss" in r]
+    assert train_steps == [1, 2, 3, 4]
+    eval_steps = [r["step"] for r in records if "eval/greedy_acc" in r]
+    assert eval_steps == [0, 2, 4]  # before, every 2 steps, after
+    assert all("reward" in r for r in records if "loss" in r)
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["checkpoint-2", "checkpoint-4", "final"]
+    offline = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(offline) == 1 and summary["wandb_run_id"] in offline[0].name
+
+
+def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(run_app):
+    proc, outputs = run_app(*QUICK)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    first_id = read_summary(run_dir)["wandb_run_id"]
+    # Simulate an interruption after the step-2 checkpoint.
+    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
+    shutil.rmtree(run_dir / "checkpoints" / "final")
+    summary = read_summary(run_dir)
+    summary["status"] = "running"
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    proc, _ = run_app(*QUICK, "resume=auto")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert run_dirs(outputs) == [run_dir]  # continued in the same folder
+    resumed = read_summary(run_dir)
+    assert resumed["status"] == "completed" and resumed["resumed"] is True
+    assert resumed["steps"] == 4
+    assert resumed["wandb_run_id"] == first_id
+    train_steps = [r["step"] for r in _records(run_dir) if "loss" in r]
+    assert train_steps == [1, 2, 3, 4]
+    assert [r["step"] for r in _records(run_dir) if "eval/greedy_acc" in r] == [0, 2, 4]
+    assert "resuming from" in proc.stderr + proc.stdout
+
+
+def test_resume_of_a_completed_run_does_nothing(run_app):
+    proc, outputs = run_app(*QUICK, "algorithm.max_steps=2", "eval.every_steps=0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    before = (run_dir / "metrics.jsonl").read_text()
+    proc, _ = run_app(*QUICK, f"resume={run_dir}")
+    assert proc.returncode == 0
+    assert "already completed" in proc.stdout
+    assert (run_dir / "metrics.jsonl").read_text() == before
+
+
+def test_multirun_keeps_going_past_a_failed_job(run_app, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"expression": "1+2"}\n{"expression": "2+*"}\n')
+    proc, outputs = run_app(
+        "-m", *QUICK, "logger=none", "algorithm.max_steps=2", "eval.every_steps=0", f"task.data_files=null,{{eval:{bad}}}"
+    )
+    assert proc.returncode == 1
+    (sweep,) = outputs.glob("multirun/*/*")
+    first, second = read_summary(sweep / "0"), read_summary(sweep / "1")
+    assert first["status"] == "completed"
+    assert second["status"] == "failed"
+    assert f"{bad}:2: malformed arithmetic row" in second["error"]["message"]
+    assert "2 jobs" in proc.stderr and "1 of 2 jobs did not complete: #1" in proc.stderr
+    assert "Traceback" not in proc.stderr
