@@ -25,7 +25,7 @@ class MetricsFileCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
             return
-        self.last_logs = dict(logs)
+        self.last_logs.update(logs)  # the latest value of every training metric, for the summary
         self.sink.file.write(state.global_step, logs)
         sampler_metrics = {f"sampler/{k}": v for k, v in self.sampler.metrics().items()}
         if sampler_metrics:

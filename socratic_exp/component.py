@@ -17,9 +17,9 @@ from socratic_exp.errors import ConfigError
 
 @dataclasses.dataclass(kw_only=True)
 class Component:
-    """A config option: ``group`` names the config group, so errors read ``algorithm.beta=-1: ...``."""
+    """A config option: ``config_group`` names the config group, so errors read ``algorithm.beta=-1: ...``."""
 
-    group: ClassVar[str] = ""
+    config_group: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -38,7 +38,7 @@ class Component:
         """Range and consistency checks of this option; raise ConfigError."""
 
     def key(self, name: str) -> str:
-        return f"{self.group}.{name}" if self.group else name
+        return f"{self.config_group}.{name}" if self.config_group else name
 
     def check(self, name: str, ok: bool, problem: str, fix: str | None = None) -> None:
         if not ok:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class EvalSettings(Component):
     """``eval.*``: when and how the held-out split is evaluated."""
 
-    group = "eval"
+    config_group: ClassVar[str] = "eval"
 
     every_steps: int = 0
     max_samples: int | None = None

@@ -38,12 +38,12 @@ def test_every_option_composes_and_instantiates(group, option):
 
 @pytest.mark.parametrize(("kind", "name"), OVERLAYS, ids=[f"{k}={n}" for k, n in OVERLAYS])
 def test_every_overlay_composes(kind, name):
-    cfg = compose(f"+{kind}={name}")
+    cfg = compose(f"{kind}={name}")
     build_components(cfg)
 
 
 def test_debug_overlay_overrides_only_what_differs():
-    base, fast = compose(), compose("+debug=fast")
+    base, fast = compose(), compose("debug=fast")
     assert fast.algorithm.max_steps == 4 and base.algorithm.max_steps == 200
     assert fast.algorithm.learning_rate == base.algorithm.learning_rate
     assert fast.task == base.task
@@ -66,7 +66,7 @@ BAD_INPUTS = [
     (["task.data_files={dev:/etc/hostname}"], "unknown split 'dev'"),
     (["model.num_heads=5"], "model.num_heads=5: must divide model.hidden_size (128)"),
     (["model.warmstart_steps=-5"], "model.warmstart_steps=-5: must be >= 0"),
-    (["model=qwen3_4b", "model.name= "], "model.name=' ': must name a Hub model"),
+    (["model=qwen3_4b", "model.name=''"], "model.name='': must name a Hub model"),
     (["eval.pass_k=-1"], "eval.pass_k=-1: must be >= 0"),
     (["+eval.bogus=1"], "eval.bogus: unknown key"),
     (["seed=-3"], "seed=-3: must be an integer >= 0"),

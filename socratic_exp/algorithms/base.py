@@ -37,7 +37,7 @@ class RunContext:
 class Algorithm(Component):
     """An algorithm option. The class flags say which other groups it uses, so wrong combinations fail early."""
 
-    group: ClassVar[str] = "algorithm"
+    config_group: ClassVar[str] = "algorithm"
     uses_teacher: ClassVar[bool] = False
     requires_teacher: ClassVar[bool] = False
     uses_distiller: ClassVar[bool] = False

@@ -10,7 +10,7 @@ from socratic_exp.component import Component
 
 @dataclasses.dataclass(kw_only=True)
 class Distiller(Component):
-    group: ClassVar[str] = "distiller"
+    config_group: ClassVar[str] = "distiller"
 
     def distill(self, student: Any, tokenizer: Any, prompts: list[str], contexts: list[str], run_dir: Any) -> dict[str, float]:
         """Train ``student`` without ``contexts`` to behave as it does with them; returns metrics."""

@@ -22,7 +22,7 @@ class RunInfo:
 
 @dataclasses.dataclass(kw_only=True)
 class Logger(Component):
-    group: ClassVar[str] = "logger"
+    config_group: ClassVar[str] = "logger"
 
     def report_to(self) -> list[str]:
         """The ``report_to`` integrations for transformers / TRL trainers."""

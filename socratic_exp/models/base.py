@@ -27,7 +27,7 @@ class Student:
 class ModelSpec(Component):
     """A model option. ``chat`` says whether prompts go through the tokenizer's chat template."""
 
-    group: ClassVar[str] = "model"
+    config_group: ClassVar[str] = "model"
 
     chat: bool = False
 

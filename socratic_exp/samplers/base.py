@@ -16,7 +16,7 @@ class PromptSampler(Component):
     ``RepeatSampler``); ``observe`` receives the rewards of every rollout with its dataset row index.
     """
 
-    group: ClassVar[str] = "sampler"
+    config_group: ClassVar[str] = "sampler"
 
     def train_sampler(self, trainer: Any, dataset: Any) -> Any | None:
         return None

@@ -35,7 +35,7 @@ class Task(Component):
     samplers use to route rewards back to questions), plus optional ``reference`` (a worked solution).
     """
 
-    group: ClassVar[str] = "task"
+    config_group: ClassVar[str] = "task"
 
     seed: int = 0
     data_files: dict[str, str] | None = None

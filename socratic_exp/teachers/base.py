@@ -30,7 +30,7 @@ class Viewpoint:
 class Teacher(Component):
     """A teacher option; all calls are batched over questions."""
 
-    group: ClassVar[str] = "teacher"
+    config_group: ClassVar[str] = "teacher"
 
     access_ground_truth: bool = False
 

@@ -1,0 +1,151 @@
+"""The arithmetic testbed: expressions, traces, the verifier, splits, data files and the warm-start corpus."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from socratic_exp.errors import UserError
+from socratic_exp.tasks import expressions as ex
+from socratic_exp.tasks.arithmetic import ArithmeticTask, extract_answer
+
+
+@pytest.fixture(scope="module")
+def task():
+    return ArithmeticTask(train_size=300, eval_size=60, probe_size=20)
+
+
+@pytest.fixture(scope="module")
+def splits(task):
+    return task.build()
+
+
+def test_render_parse_round_trip_and_value():
+    rng = random.Random(1)
+    for ops in range(1, 6):
+        for _ in range(300):
+            expr = ex.random_expression(rng, ops)
+            assert ex.parse(ex.render(expr)) == expr
+            assert ex.count_ops(expr) == ops
+            steps = ex.correct_steps(expr)
+            assert len(steps) == ops and steps[-1].result == ex.evaluate(expr)
+            assert all(ex.apply(s.op, s.left, s.right) == s.result for s in steps)
+
+
+def test_textbook_order_and_the_two_misconceptions():
+    expr = ex.parse("3+4*2")
+    assert ex.format_trace(ex.correct_steps(expr)) == "4*2=8\n3+8=11\nA: 11\n"
+    assert ex.format_trace(ex.precedence_ignored_steps(expr)) == "3+4=7\n7*2=14\nA: 14\n"
+    paren = ex.parse("(4+6)*3")  # Socratic-RL's example: 4 + 18
+    assert ex.format_trace(ex.parentheses_ignored_steps(paren)) == "6*3=18\n4+18=22\nA: 22\n"
+    assert ex.correct_steps(paren)[-1].result == 30
+
+
+def test_slip_is_carried_forward():
+    steps = ex.correct_steps(ex.parse("2*3+4"), slip_at=0, slip_by=1)
+    assert [str(s) for s in steps] == ["2*3=7", "7+4=11"]
+
+
+@pytest.mark.parametrize("bad", ["", "3+", "(1+2", "1+2)", "2**3", "__import__('os')", "1" * 300, "((" * 40 + "1"])
+def test_parser_rejects_anything_else(bad):
+    with pytest.raises(ex.ParseError):
+        ex.parse(bad)
+
+
+def test_verifier_scores_gold_and_wrong(task, splits):
+    for row in splits["eval"]:
+        assert task.score(row["reference"], row["answer"]) == 1.0
+        assert task.score(f"A: {int(row['answer']) + 1}", row["answer"]) == 0.0
+    assert task.verify("4*2=8\n3+8=11\nA: 11\n", "11").reason == "correct"
+    assert task.verify("A: 12", "11").reason == "wrong answer 12"
+    assert task.verify("the answer is 11", "11").extracted is None
+    assert task.score("A: 5\nHint: no\nA: 11", "11") == 1.0  # the last answer line counts
+    assert task.score("A: 011", "11") == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=2000))
+def test_verifier_never_raises_on_hostile_text(text):
+    verdict = ArithmeticTask().verify(text, "7")
+    assert verdict.score in (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["A: " + "9" * 100_000, "A: \u0661\u0662", "x" * 5_000_000 + "A: 7", "A: 7\x00", "__import__('os').system('x')",
+     "A: -0", "A:7", "A: 7.0", "A: ７"],
+)
+def test_verifier_hostile_strings(hostile):
+    verdict = ArithmeticTask().verify(hostile, "7")
+    assert verdict.score in (0.0, 1.0)
+    assert ArithmeticTask().score("x" * 5_000_000 + "A: 7", "7") == 1.0
+
+
+def test_extract_answer_takes_the_last_line():
+    assert extract_answer("A: 1\nA: -23\n") == "-23"
+    assert extract_answer("no answer") is None
+
+
+def test_splits_are_disjoint_deterministic_and_graded(task, splits):
+    expressions = {split: {row["expression"] for row in splits[split]} for split in ("train", "eval", "probe")}
+    assert not expressions["train"] & expressions["eval"]
+    assert not expressions["train"] & expressions["probe"]
+    assert not expressions["eval"] & expressions["probe"]
+    assert len(splits["train"]) == 300 and len(splits["eval"]) == 60 and len(splits["probe"]) == 20
+    again = ArithmeticTask(train_size=300, eval_size=60, probe_size=20).build()
+    assert again["eval"]["expression"] == splits["eval"]["expression"]
+    other_seed = ArithmeticTask(seed=1, train_size=300, eval_size=60, probe_size=20).build()
+    assert other_seed["eval"]["expression"] != splits["eval"]["expression"]
+    assert set(splits["train"]["difficulty"]) == {1, 2, 3, 4}
+    assert splits["train"]["index"] == list(range(300))
+    for row in splits["train"]:
+        trace = ex.correct_steps(ex.parse(row["expression"]))
+        assert all(abs(s.result) <= task.max_value for s in trace)
+        assert row["prompt"] == f"Q: {row['expression']}=?\n"
+
+
+def test_data_files_load_and_malformed_rows_name_the_line(tmp_path):
+    good = tmp_path / "eval.jsonl"
+    good.write_text('{"expression": "3+4*2", "answer": "11"}\n\n{"expression": "(1+2)*3"}\n')
+    task = ArithmeticTask(data_files={"eval": str(good)}, train_size=10)
+    rows = task.build()["eval"]
+    assert rows["answer"] == ["11", "9"] and rows["difficulty"] == [2, 2]
+    for content, message in [
+        ('{"expression": "3+"}\n', "eval.jsonl:1: malformed arithmetic row"),
+        ('{"expr": "3"}\n', "eval.jsonl:1: malformed arithmetic row"),
+        ("not json\n", "eval.jsonl:1: malformed arithmetic row"),
+        ('{"expression": "1+1"}\n{"expression": "2*2", "answer": "5"}\n', "eval.jsonl:2: answer '5' does not equal"),
+    ]:
+        good.write_text(content)
+        with pytest.raises(UserError, match=message):
+            ArithmeticTask(data_files={"eval": str(good)}).build()
+
+
+def test_warmstart_corpus_has_misconceptions_hints_and_masks(task):
+    examples = task.warmstart_examples(3000, seed=0)
+    held_out = {row["expression"] for split in ("eval", "probe") for row in task.build()[split]}
+    retries = preambles = wrong_single = sensitive = 0
+    for example in examples:
+        text = "".join(segment for segment, _ in example)
+        question = text[text.index("Q: ") + 3 : text.index("=?")]
+        assert question not in held_out
+        trainable = [segment for segment, train in example if train]
+        assert len(trainable) == 1  # only the student's own (final) attempt is trained on
+        if "Hint:" in text:
+            retries += 1
+            assert not example[2][1] and example[2][0].startswith("Hint:")
+            assert task.score(trainable[0], str(ex.evaluate(ex.parse(question)))) == 1.0
+        elif not text.startswith("Q:"):
+            preambles += 1
+        else:
+            expr = ex.parse(question)
+            if task.misconception_of(expr):
+                sensitive += 1
+                wrong_single += task.score(trainable[0], str(ex.evaluate(expr))) == 0
+    assert 0.25 < retries / len(examples) < 0.35
+    assert 0.10 < preambles / len(examples) < 0.20
+    # about 60% of the unassisted traces where a misconception matters show it
+    assert 0.5 < wrong_single / sensitive < 0.75
