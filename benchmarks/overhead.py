@@ -12,16 +12,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from conftest import compose  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
+from conftest import compose
+from transformers import TrainerCallback
 
-from socratic_exp.algorithms.base import RunContext  # noqa: E402
-from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback  # noqa: E402
-from socratic_exp.components import build_components  # noqa: E402
-from socratic_exp.evaluation import Evaluator  # noqa: E402
-from socratic_exp.loggers.base import Logger  # noqa: E402
-from socratic_exp.run import MetricsSink  # noqa: E402
-from socratic_exp.run_folder import MetricsFile  # noqa: E402
+from socratic_exp.algorithms.base import RunContext
+from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
+from socratic_exp.components import build_components
+from socratic_exp.evaluation import Evaluator
+from socratic_exp.loggers.base import Logger
+from socratic_exp.run import MetricsSink
+from socratic_exp.run_folder import MetricsFile
 
 STEPS, BLOCKS = 15, 3
 
@@ -44,26 +44,59 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
         return [task.score(c, a) for c, a in zip(completions, answer, strict=True)]
 
     args = GRPOConfig(
-        output_dir=out, max_steps=STEPS, learning_rate=algo.learning_rate, per_device_train_batch_size=algo.batch_size,
-        num_generations=algo.num_generations, max_completion_length=algo.max_completion_length, beta=0.0,
-        bf16=False, logging_steps=1, save_strategy="no", report_to=[], lr_scheduler_type="constant",
+        output_dir=out,
+        max_steps=STEPS,
+        learning_rate=algo.learning_rate,
+        per_device_train_batch_size=algo.batch_size,
+        num_generations=algo.num_generations,
+        max_completion_length=algo.max_completion_length,
+        beta=0.0,
+        bf16=False,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        lr_scheduler_type="constant",
     )
-    return GRPOTrainer(model=student.model, reward_funcs=[accuracy], args=args, train_dataset=data["train"],
-                       processing_class=student.tokenizer, callbacks=[timer])
+    return GRPOTrainer(
+        model=student.model,
+        reward_funcs=[accuracy],
+        args=args,
+        train_dataset=data["train"],
+        processing_class=student.tokenizer,
+        callbacks=[timer],
+    )
 
 
 def through_socratic_exp(c, student, data, out: Path, timer: StepTimer):
     sink = MetricsSink(MetricsFile(out / "metrics.jsonl"), Logger())
-    callbacks = [MetricsFileCallback(sink, c.sampler), PeriodicEvalCallback(Evaluator(c.task, data["eval"], c.eval),
-                                                                             student, 0, sink), timer]
-    ctx = RunContext(components=c, data=data, student=student, run_dir=out, run_name="bench", seed=0,
-                     callbacks=callbacks, report_to=[])
+    callbacks = [
+        MetricsFileCallback(sink, c.sampler),
+        PeriodicEvalCallback(Evaluator(c.task, data["eval"], c.eval), student, 0, sink),
+        timer,
+    ]
+    ctx = RunContext(
+        components=c,
+        data=data,
+        student=student,
+        run_dir=out,
+        run_name="bench",
+        seed=0,
+        callbacks=callbacks,
+        report_to=[],
+    )
     return c.algorithm.build_trainer(ctx)
 
 
 def main() -> None:
-    c = build_components(compose("logger=none", f"algorithm.max_steps={STEPS}", "algorithm.save_steps=1000",
-                                 "algorithm.log_completions=false", *sys.argv[1:]))
+    c = build_components(
+        compose(
+            "logger=none",
+            f"algorithm.max_steps={STEPS}",
+            "algorithm.save_steps=1000",
+            "algorithm.log_completions=false",
+            *sys.argv[1:],
+        )
+    )
     data = c.task.build()
     base = c.model.load(c.task)
     plain_times, ours_times = [], []
@@ -83,9 +116,11 @@ def main() -> None:
                 sink += timer.times[2:]  # skip warm-up steps
                 print(f"block {block} {label:<13} median step {statistics.median(timer.times[2:]):.3f} s")
     ratio = statistics.median(ours_times) / statistics.median(plain_times)
-    print(f"step time: plain TRL {statistics.median(plain_times):.3f} s, socratic_exp "
-          f"{statistics.median(ours_times):.3f} s, ratio {ratio:.3f} (batch {c.algorithm.batch_size}, "
-          f"G={c.algorithm.num_generations}, {len(ours_times)} steps each)")
+    print(
+        f"step time: plain TRL {statistics.median(plain_times):.3f} s, socratic_exp "
+        f"{statistics.median(ours_times):.3f} s, ratio {ratio:.3f} (batch {c.algorithm.batch_size}, "
+        f"G={c.algorithm.num_generations}, {len(ours_times)} steps each)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from conftest import compose  # noqa: E402
+from conftest import compose
 
-from socratic_exp.components import build_components  # noqa: E402
-from socratic_exp.evaluation import Evaluator, generate  # noqa: E402
-from socratic_exp.tasks import expressions as ex  # noqa: E402
-from socratic_exp.tasks.arithmetic import PRINCIPLES, guidance_for, prompt_for  # noqa: E402
+from socratic_exp.components import build_components
+from socratic_exp.evaluation import Evaluator, generate
+from socratic_exp.tasks import expressions as ex
+from socratic_exp.tasks.arithmetic import PRINCIPLES, guidance_for, prompt_for
 
 FIXED_RETRY = "Hint: try again.\n"
 
@@ -27,8 +27,10 @@ def main() -> None:
     c = build_components(compose(*sys.argv[1:]))
     started = time.time()
     student = c.model.load(c.task)
-    print(f"model ready in {time.time() - started:.0f} s ({student.info.get('parameters')} parameters, "
-          f"warm-start {student.info.get('seconds')} s)")
+    print(
+        f"model ready in {time.time() - started:.0f} s ({student.info.get('parameters')} parameters, "
+        f"warm-start {student.info.get('seconds')} s)"
+    )
     rows = c.task.build()["eval"].to_list()
     evaluator = Evaluator(c.task, c.task.build()["eval"], c.eval)
     plain = evaluator.evaluate(student)
@@ -64,8 +66,10 @@ def retry_after_wrong(c, student, rows) -> None:
     for label, prompts in (("targeted guidance", guided), ("fixed retry line", fixed)):
         second = generate(student, prompts, **settings)
         solved = sum(c.task.score(a, r["answer"]) for (r, _), a in zip(wrong, second, strict=True))
-        print(f"second attempt after {label:<18}: {solved}/{len(wrong)} = {solved / max(len(wrong), 1):.3f} "
-              "of the greedy student's wrong answers corrected")
+        print(
+            f"second attempt after {label:<18}: {solved}/{len(wrong)} = {solved / max(len(wrong), 1):.3f} "
+            "of the greedy student's wrong answers corrected"
+        )
 
 
 if __name__ == "__main__":

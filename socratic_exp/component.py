@@ -28,8 +28,11 @@ class Component:
             expected = hints[field.name]
             if not _matches(value, expected):
                 raise ConfigError(self.key(field.name), value, f"expected {_describe(expected)}")
-            if isinstance(value, int) and not isinstance(value, bool) and _accepts(expected, float) and not _accepts(
-                expected, int
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and _accepts(expected, float)
+                and not _accepts(expected, int)
             ):
                 setattr(self, field.name, float(value))  # YAML `1` for a float knob
         self.validate()
@@ -45,18 +48,27 @@ class Component:
             raise ConfigError(self.key(name), getattr(self, name, None), problem, fix)
 
     def check_range(
-        self, name: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+        self,
+        name: str,
+        *,
+        ge: float | None = None,
+        gt: float | None = None,
+        le: float | None = None,
         lt: float | None = None,
     ) -> None:
         value = getattr(self, name)
         if value is None:
             return
         for bound, holds, word in (
-            (ge, lambda b: value >= b, ">="), (gt, lambda b: value > b, ">"),
-            (le, lambda b: value <= b, "<="), (lt, lambda b: value < b, "<"),
+            (ge, lambda b: value >= b, ">="),
+            (gt, lambda b: value > b, ">"),
+            (le, lambda b: value <= b, "<="),
+            (lt, lambda b: value < b, "<"),
         ):
             if bound is not None and not holds(bound):
-                raise ConfigError(self.key(name), value, f"must be {word} {bound}", f"set {self.key(name)}=<a value {word} {bound}>")
+                raise ConfigError(
+                    self.key(name), value, f"must be {word} {bound}", f"set {self.key(name)}=<a value {word} {bound}>"
+                )
 
     def options(self) -> dict[str, Any]:
         """The option's settings as plain data (for summaries and W&B)."""

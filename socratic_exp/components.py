@@ -64,7 +64,9 @@ def instantiate_option(group: str, node: DictConfig) -> Any:
     try:
         cls = get_class(target)
     except Exception:
-        raise ConfigError(f"{group}._target_", target, "is not an importable class", "fix the YAML's _target_") from None
+        raise ConfigError(
+            f"{group}._target_", target, "is not an importable class", "fix the YAML's _target_"
+        ) from None
     try:
         return instantiate(node, _convert_="all")
     except InstantiationException as err:
@@ -92,14 +94,18 @@ def check_compatible(components: Components) -> None:
     has_teacher = not isinstance(components.teacher, NoTeacher)
     if has_teacher and not algorithm.uses_teacher:
         raise ConfigError(
-            "teacher", components.choices["teacher"], f"algorithm={name} does not use a teacher",
+            "teacher",
+            components.choices["teacher"],
+            f"algorithm={name} does not use a teacher",
             "use teacher=none, or an algorithm that uses one",
         )
     if algorithm.requires_teacher and not has_teacher:
         raise ConfigError("teacher", "none", f"algorithm={name} needs a teacher", "choose one, e.g. teacher=rule")
     if not isinstance(components.distiller, NoDistiller) and not algorithm.uses_distiller:
         raise ConfigError(
-            "distiller", components.choices["distiller"], f"algorithm={name} has no distillation phase",
+            "distiller",
+            components.choices["distiller"],
+            f"algorithm={name} has no distillation phase",
             "use distiller=none, or an algorithm with one",
         )
     algorithm.check_compatible(components)

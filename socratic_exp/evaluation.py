@@ -49,8 +49,15 @@ def as_model_input(student: Student, prompt: str) -> str:
 
 
 def generate(
-    student: Student, prompts: Sequence[str], *, max_new_tokens: int, batch_size: int, sample: bool = False,
-    temperature: float = 1.0, num_return_sequences: int = 1, progress: str | None = None,
+    student: Student,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    sample: bool = False,
+    temperature: float = 1.0,
+    num_return_sequences: int = 1,
+    progress: str | None = None,
 ) -> list[str]:
     """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order)."""
     import torch
@@ -67,8 +74,12 @@ def generate(
             batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
             with torch.inference_mode():
                 generated = model.generate(
-                    **batch, max_new_tokens=max_new_tokens, do_sample=sample,
-                    temperature=temperature if sample else None, top_p=None, top_k=None,
+                    **batch,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=sample,
+                    temperature=temperature if sample else None,
+                    top_p=None,
+                    top_k=None,
                     num_return_sequences=num_return_sequences,
                     pad_token_id=tokenizer.pad_token_id,
                 )
@@ -88,7 +99,9 @@ class Evaluator:
         self.rows = dataset.to_list()
         self.settings = settings
 
-    def evaluate(self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None) -> dict[str, float]:
+    def evaluate(
+        self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None
+    ) -> dict[str, float]:
         """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics.
 
         ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same.
@@ -105,8 +118,13 @@ class Evaluator:
         if settings.pass_k:
             k = settings.pass_k
             sampled = generate(
-                student, prompts, sample=True, temperature=settings.temperature, num_return_sequences=k,
-                progress=f"{prefix}: pass@{k}", **common,
+                student,
+                prompts,
+                sample=True,
+                temperature=settings.temperature,
+                num_return_sequences=k,
+                progress=f"{prefix}: pass@{k}",
+                **common,
             )
             scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
             per_prompt = [scores[i * k : (i + 1) * k] for i in range(len(prompts))]

@@ -79,7 +79,10 @@ class SweepStatus(Callback):
             print(f"  #{job:<3} {status:<10} objective={shown:<8} {overrides}  {detail}".rstrip(), file=sys.stderr)
         failed = [job for job, status, _ in rows if status != "completed"]
         if failed:
-            print(f"{len(failed)} of {len(rows)} jobs did not complete: {', '.join('#' + j for j in failed)}", file=sys.stderr)
+            print(
+                f"{len(failed)} of {len(rows)} jobs did not complete: {', '.join('#' + j for j in failed)}",
+                file=sys.stderr,
+            )
             sys.exit(1)
 
 

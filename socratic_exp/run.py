@@ -73,8 +73,9 @@ def run_job(cfg: DictConfig) -> float | None:
         sys.exit(2 if isinstance(err, UserError) else 1)
 
 
-def _fail(record: RunRecord | None, run_dir: Path, config: Any, overrides: list[str], err: BaseException,
-          status: str) -> None:
+def _fail(
+    record: RunRecord | None, run_dir: Path, config: Any, overrides: list[str], err: BaseException, status: str
+) -> None:
     if record is None:
         record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides)
     if not isinstance(err, UserError | KeyboardInterrupt):
@@ -95,7 +96,9 @@ def _check_resume(cfg: DictConfig, run_dir: Path) -> None:
     if resume in (None, "auto"):
         return
     if not Path(str(resume)).is_dir():
-        raise ConfigError("resume", resume, "is not a run folder", "pass an existing outputs/<date>/<time> folder or resume=auto")
+        raise ConfigError(
+            "resume", resume, "is not a run folder", "pass an existing outputs/<date>/<time> folder or resume=auto"
+        )
     if Path(str(resume)).resolve() != run_dir.resolve():  # pragma: no cover - the resolver guarantees it
         raise ConfigError("resume", resume, f"resolved to another folder ({run_dir})")
 
@@ -103,7 +106,8 @@ def _check_resume(cfg: DictConfig, run_dir: Path) -> None:
 def run_name(choices: dict[str, str], overrides: list[str]) -> str:
     """A readable run name: the algorithm, task and model, then the overrides that distinguish the run."""
     shown = [
-        o for o in overrides
+        o
+        for o in overrides
         if o.split("=", 1)[0].lstrip("+~").split(".")[0] not in (*NAME_SKIPPED_KEYS, "algorithm", "task", "model")
         or "." in o.split("=", 1)[0]
     ]
@@ -114,8 +118,16 @@ def run_name(choices: dict[str, str], overrides: list[str]) -> str:
 class Experiment:
     """The heavy part of a run (imports torch, transformers and TRL)."""
 
-    def __init__(self, cfg: DictConfig, components: Components, record: RunRecord, run_dir: Path,
-                 overrides: list[str], multirun: bool, is_main: bool):
+    def __init__(
+        self,
+        cfg: DictConfig,
+        components: Components,
+        record: RunRecord,
+        run_dir: Path,
+        overrides: list[str],
+        multirun: bool,
+        is_main: bool,
+    ):
         self.cfg = cfg
         self.c = components
         self.record = record
@@ -140,7 +152,9 @@ class Experiment:
         if checkpoint:
             resumed_step = int(Path(checkpoint).name.rsplit("-", 1)[1])
             dropped = metrics_file.truncate_after(resumed_step)
-            log.info("resuming from %s (dropped %d metric lines logged after step %d)", checkpoint, dropped, resumed_step)
+            log.info(
+                "resuming from %s (dropped %d metric lines logged after step %d)", checkpoint, dropped, resumed_step
+            )
         elif "initial" not in self.record.data:
             metrics_file.path.unlink(missing_ok=True)
         name = run_name(c.choices, self.overrides)
@@ -152,7 +166,11 @@ class Experiment:
             splits = c.task.build()
             student = c.model.load(c.task)
             evaluator = Evaluator(c.task, splits["eval"], c.eval)
-            data = splits.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"]}]}) if student.chat else splits
+            data = (
+                splits.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"]}]})
+                if student.chat
+                else splits
+            )
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student)
                 sink.log(initial, 0)
@@ -160,8 +178,14 @@ class Experiment:
             metrics_callback = MetricsFileCallback(sink, c.sampler)
             callbacks = [metrics_callback, PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink)]
             ctx = RunContext(
-                components=c, data=data, student=student, run_dir=self.run_dir, run_name=name, seed=cfg.seed,
-                callbacks=callbacks, report_to=c.logger.report_to() if self.is_main else [],
+                components=c,
+                data=data,
+                student=student,
+                run_dir=self.run_dir,
+                run_name=name,
+                seed=cfg.seed,
+                callbacks=callbacks,
+                report_to=c.logger.report_to() if self.is_main else [],
             )
             trainer = c.algorithm.build_trainer(ctx)
             trainer.train(resume_from_checkpoint=checkpoint)
@@ -177,7 +201,11 @@ class Experiment:
                 raise ConfigError("objective", cfg.objective, "is not a final metric", f"use one of {sorted(final)}")
             if self.is_main:
                 self.record.complete(
-                    objective, final=final, steps=step, train=metrics_callback.last_logs, choices=c.choices,
+                    objective,
+                    final=final,
+                    steps=step,
+                    train=metrics_callback.last_logs,
+                    choices=c.choices,
                     student=student.info,
                 )
                 c.logger.finish(0, summary={"objective": objective, **final})

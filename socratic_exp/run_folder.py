@@ -13,13 +13,21 @@ import platform
 import re
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 TRACKED_PACKAGES = (
-    "socratic_exp", "torch", "transformers", "trl", "datasets", "accelerate", "hydra-core", "omegaconf", "wandb",
+    "socratic_exp",
+    "torch",
+    "transformers",
+    "trl",
+    "datasets",
+    "accelerate",
+    "hydra-core",
+    "omegaconf",
+    "wandb",
 )
 _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -58,7 +66,9 @@ def git_commit() -> str | None:
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -118,7 +128,7 @@ class RunRecord:
         previous = json.loads(self.path.read_text()) if self.path.is_file() else {}
         self.data: dict[str, Any] = {
             "status": "running",
-            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "overrides": overrides,
             "config": redact(config),
             "git_commit": git_commit(),

@@ -39,12 +39,21 @@ def run_app(tmp_path, cache_dir):
     def run(*overrides: str, timeout: int = 600, env: dict[str, str] | None = None):
         outputs = tmp_path / "outputs"
         full_env = {
-            **os.environ, "SOCRATIC_EXP_OUTPUTS": str(outputs), "SOCRATIC_EXP_CACHE": str(cache_dir),
-            "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HYDRA_FULL_ERROR": "0", **(env or {}),
+            **os.environ,
+            "SOCRATIC_EXP_OUTPUTS": str(outputs),
+            "SOCRATIC_EXP_CACHE": str(cache_dir),
+            "WANDB_MODE": "offline",
+            "WANDB_SILENT": "true",
+            "HYDRA_FULL_ERROR": "0",
+            **(env or {}),
         }
         proc = subprocess.run(
-            [sys.executable, "-m", "socratic_exp", *overrides], cwd=tmp_path, env=full_env, capture_output=True,
-            text=True, timeout=timeout,
+            [sys.executable, "-m", "socratic_exp", *overrides],
+            cwd=tmp_path,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         return proc, outputs
 

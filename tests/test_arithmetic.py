@@ -75,8 +75,17 @@ def test_verifier_never_raises_on_hostile_text(text):
 
 @pytest.mark.parametrize(
     "hostile",
-    ["A: " + "9" * 100_000, "A: \u0661\u0662", "x" * 5_000_000 + "A: 7", "A: 7\x00", "__import__('os').system('x')",
-     "A: -0", "A:7", "A: 7.0", "A: ７"],
+    [
+        "A: " + "9" * 100_000,
+        "A: \u0661\u0662",
+        "x" * 5_000_000 + "A: 7",
+        "A: 7\x00",
+        "__import__('os').system('x')",
+        "A: -0",
+        "A:7",
+        "A: 7.0",
+        "A: ７",
+    ],
 )
 def test_verifier_hostile_strings(hostile):
     verdict = ArithmeticTask().verify(hostile, "7")
@@ -147,5 +156,5 @@ def test_warmstart_corpus_has_misconceptions_hints_and_masks(task):
                 wrong_single += task.score(trainable[0], str(ex.evaluate(expr))) == 0
     assert 0.25 < retries / len(examples) < 0.35
     assert 0.10 < preambles / len(examples) < 0.20
-    # about 60% of the unassisted traces where a misconception matters show it
-    assert 0.5 < wrong_single / sensitive < 0.75
+    # about half of the unassisted traces where a misconception matters show it
+    assert 0.4 < wrong_single / sensitive < 0.6

@@ -31,8 +31,15 @@ def test_every_option_composes_and_instantiates(group, option):
     components = build_components(cfg)
     built = getattr(components, group)
     # the option's class lives in the package that mirrors its config group
-    package = {"task": "tasks", "model": "models", "algorithm": "algorithms", "teacher": "teachers",
-               "sampler": "samplers", "distiller": "distillers", "logger": "loggers"}[group]
+    package = {
+        "task": "tasks",
+        "model": "models",
+        "algorithm": "algorithms",
+        "teacher": "teachers",
+        "sampler": "samplers",
+        "distiller": "distillers",
+        "logger": "loggers",
+    }[group]
     assert type(built).__module__.startswith(f"socratic_exp.{package}."), type(built).__module__
 
 
@@ -132,12 +139,14 @@ def test_dry_run_validates_without_training(run_app):
 def test_wheel_ships_the_configs(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0 and "hatchling" in proc.stderr:
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(ROOT)],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
     assert proc.returncode == 0, proc.stderr
     wheel = next(tmp_path.glob("socratic_exp-*.whl"))
@@ -149,7 +158,10 @@ def test_wheel_ships_the_configs(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     run = subprocess.run(
-        [sys.executable, "-m", "socratic_exp", "--cfg", "job"], cwd=elsewhere, capture_output=True, text=True,
+        [sys.executable, "-m", "socratic_exp", "--cfg", "job"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr

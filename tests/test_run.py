@@ -11,8 +11,20 @@ from conftest import read_summary, run_dirs
 pytestmark = pytest.mark.slow
 
 QUICK = ("debug=quick_warmstart",)
-SUMMARY_KEYS = {"status", "objective", "initial", "final", "config", "git_commit", "versions", "wall_time_s",
-                "steps", "overrides", "wandb_run_id", "choices"}
+SUMMARY_KEYS = {
+    "status",
+    "objective",
+    "initial",
+    "final",
+    "config",
+    "git_commit",
+    "versions",
+    "wall_time_s",
+    "steps",
+    "overrides",
+    "wandb_run_id",
+    "choices",
+}
 
 
 def _records(run_dir):
@@ -25,7 +37,7 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
     (run_dir,) = run_dirs(outputs)
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
-    assert SUMMARY_KEYS <= set(summary)
+    assert set(summary) >= SUMMARY_KEYS
     assert summary["steps"] == 4
     assert 0.0 <= summary["objective"] <= 1.0
     assert summary["objective"] == summary["final"]["eval/greedy_acc"]
@@ -86,7 +98,12 @@ def test_multirun_keeps_going_past_a_failed_job(run_app, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"expression": "1+2"}\n{"expression": "2+*"}\n')
     proc, outputs = run_app(
-        "-m", *QUICK, "logger=none", "algorithm.max_steps=2", "eval.every_steps=0", f"task.data_files=null,{{eval:{bad}}}"
+        "-m",
+        *QUICK,
+        "logger=none",
+        "algorithm.max_steps=2",
+        "eval.every_steps=0",
+        f"task.data_files=null,{{eval:{bad}}}",
     )
     assert proc.returncode == 1
     (sweep,) = outputs.glob("multirun/*/*")

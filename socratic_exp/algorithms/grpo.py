@@ -52,8 +52,16 @@ class GRPO(Algorithm):
     trl_args: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
-        for name in ("max_steps", "batch_size", "gradient_accumulation_steps", "num_iterations",
-                     "max_completion_length", "logging_steps", "save_steps", "steps_per_generation"):
+        for name in (
+            "max_steps",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "num_iterations",
+            "max_completion_length",
+            "logging_steps",
+            "save_steps",
+            "steps_per_generation",
+        ):
             self.check_range(name, ge=1)
         self.check_range("save_total_limit", ge=1)
         self.check_range("num_completions_to_print", ge=0)
@@ -69,15 +77,19 @@ class GRPO(Algorithm):
         self.check_range("num_generations", ge=2)
         generation_batch = self.batch_size * (self.steps_per_generation or self.gradient_accumulation_steps)
         self.check(
-            "num_generations", generation_batch % self.num_generations == 0,
+            "num_generations",
+            generation_batch % self.num_generations == 0,
             f"must divide the generation batch (batch_size x steps_per_generation = {generation_batch})",
             f"pick a divisor of {generation_batch}, or change algorithm.batch_size",
         )
-        clashes = sorted(set(self.trl_args) & {f.name for f in dataclasses.fields(self)} | set(self.trl_args) & set(
-            self._managed_keys()
-        ))
+        clashes = sorted(
+            set(self.trl_args) & {f.name for f in dataclasses.fields(self)}
+            | set(self.trl_args) & set(self._managed_keys())
+        )
         self.check(
-            "trl_args", not clashes, f"sets {clashes}, which have their own keys or are set by socratic_exp",
+            "trl_args",
+            not clashes,
+            f"sets {clashes}, which have their own keys or are set by socratic_exp",
             "set them as algorithm.<key> (or let the run set them)",
         )
 
@@ -89,7 +101,9 @@ class GRPO(Algorithm):
         """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
         import torch
 
-        knobs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("batch_size", "trl_args")}
+        knobs = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("batch_size", "trl_args")
+        }
         if knobs["bf16"] is None:
             knobs["bf16"] = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         return {
@@ -110,8 +124,12 @@ class GRPO(Algorithm):
         known = {f.name for f in dataclasses.fields(GRPOConfig)}
         for key in self.trl_args:
             if key not in known:
-                raise ConfigError(f"algorithm.trl_args.{key}", self.trl_args[key], "is not a trl.GRPOConfig field",
-                                  "check the name against TRL's GRPOConfig docs")
+                raise ConfigError(
+                    f"algorithm.trl_args.{key}",
+                    self.trl_args[key],
+                    "is not a trl.GRPOConfig field",
+                    "check the name against TRL's GRPOConfig docs",
+                )
         return GRPOConfig(**self.trl_kwargs(ctx))
 
     def build_trainer(self, ctx: RunContext) -> Any:

@@ -12,6 +12,8 @@ from socratic_exp.component import Component
 class Distiller(Component):
     config_group: ClassVar[str] = "distiller"
 
-    def distill(self, student: Any, tokenizer: Any, prompts: list[str], contexts: list[str], run_dir: Any) -> dict[str, float]:
+    def distill(
+        self, student: Any, tokenizer: Any, prompts: list[str], contexts: list[str], run_dir: Any
+    ) -> dict[str, float]:
         """Train ``student`` without ``contexts`` to behave as it does with them; returns metrics."""
         raise NotImplementedError

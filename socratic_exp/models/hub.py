@@ -53,6 +53,10 @@ class HubModel(ModelSpec):
             tokenizer.pad_token = tokenizer.eos_token
         template_kwargs = {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
         return Student(
-            model=model, tokenizer=tokenizer, path=self.name, chat=self.chat, chat_template_kwargs=template_kwargs,
+            model=model,
+            tokenizer=tokenizer,
+            path=self.name,
+            chat=self.chat,
+            chat_template_kwargs=template_kwargs,
             info={"name": self.name, "dtype": dtype, "parameters": model.num_parameters()},
         )

@@ -60,8 +60,10 @@ class TinyModel(ModelSpec):
         for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_length"):
             self.check_range(name, ge=1)
         self.check(
-            "num_heads", self.hidden_size % self.num_heads == 0,
-            f"must divide model.hidden_size ({self.hidden_size})", "pick a divisor of hidden_size",
+            "num_heads",
+            self.hidden_size % self.num_heads == 0,
+            f"must divide model.hidden_size ({self.hidden_size})",
+            "pick a divisor of hidden_size",
         )
         self.check_range("warmstart_examples", ge=1)
         self.check_range("warmstart_steps", ge=0)
@@ -126,7 +128,9 @@ class TinyModel(ModelSpec):
         model = self.build_untrained(tokenizer)
         log.info(
             "warm-starting model=tiny (%.2fM parameters, %d steps); cached at %s",
-            model.num_parameters() / 1e6, self.warmstart_steps, path,
+            model.num_parameters() / 1e6,
+            self.warmstart_steps,
+            path,
         )
         examples = task.warmstart_examples(self.warmstart_examples, self.warmstart_seed)
         encoded = [encode_example(example, tokenizer, self.max_length) for example in examples]

@@ -78,7 +78,7 @@ class ArithmeticTask(Task):
     eval_size: int = 400
     probe_size: int = 100
     misconception_rates: dict[str, float] = dataclasses.field(
-        default_factory=lambda: {"precedence": 0.6, "parentheses": 0.6}
+        default_factory=lambda: {"precedence": 0.5, "parentheses": 0.5}
     )
     slip_rate: float = 0.03
     retry_share: float = 0.3
@@ -98,7 +98,8 @@ class ArithmeticTask(Task):
         self.check_range("probe_size", ge=0)
         for kind, rate in self.misconception_rates.items():
             self.check(
-                "misconception_rates", kind in ex.MISCONCEPTIONS and 0.0 <= rate <= 1.0,
+                "misconception_rates",
+                kind in ex.MISCONCEPTIONS and 0.0 <= rate <= 1.0,
                 f"{kind}={rate} is not a misconception in {sorted(ex.MISCONCEPTIONS)} with a rate in [0, 1]",
             )
         for name in ("slip_rate", "retry_share", "preamble_share"):
@@ -264,8 +265,13 @@ def guidance_for(kind: str, wrong: list[ex.Step], right: list[ex.Step], expr: ex
     inner = _first_parenthesised(expr) or ex.render(expr)
     template = rng.choice(GUIDANCE[kind])
     return template.format(
-        n=first + 1, op=step.op, step=f"{step.left}{step.op}{step.right}", left=step.left, right=step.right,
-        result=step.result, inner=inner,
+        n=first + 1,
+        op=step.op,
+        step=f"{step.left}{step.op}{step.right}",
+        left=step.left,
+        right=step.right,
+        result=step.result,
+        inner=inner,
     )
 
 

@@ -46,7 +46,9 @@ class Task(Component):
                 "data_files", split in SPLITS, f"unknown split {split!r}", f"use split names among {', '.join(SPLITS)}"
             )
             self.check(
-                "data_files", Path(path).is_file(), f"file {path!r} for split {split!r} does not exist",
+                "data_files",
+                Path(path).is_file(),
+                f"file {path!r} for split {split!r} does not exist",
                 "point it at an existing JSONL file",
             )
 
@@ -78,7 +80,9 @@ class Task(Component):
         """
         task = self
 
-        def accuracy(completions: list[Any], answer: list[str], index: list[int] | None = None, **_: Any) -> list[float]:
+        def accuracy(
+            completions: list[Any], answer: list[str], index: list[int] | None = None, **_: Any
+        ) -> list[float]:
             texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
             rewards = [task.score(text, gold) for text, gold in zip(texts, answer, strict=True)]
             if on_rewards is not None and index is not None:

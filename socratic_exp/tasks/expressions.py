@@ -158,6 +158,7 @@ def _parse_atom(tokens: list[str], i: int, depth: int) -> tuple[Expr, int]:
 
 # --- traces -------------------------------------------------------------------------------------------------
 
+
 def correct_steps(expr: Expr, slip_at: int | None = None, slip_by: int = 0) -> list[Step]:
     """The textbook order: innermost-leftmost parentheses first, then * before + and -, left to right.
 
