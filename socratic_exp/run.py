@@ -24,7 +24,7 @@ from socratic_exp.loggers.base import Logger, RunInfo
 from socratic_exp.run_folder import MetricsFile, RunRecord, redact
 
 log = logging.getLogger("socratic_exp")
-NAME_SKIPPED_KEYS = ("resume", "logger", "dry_run")
+NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run")  # already in the name, or not a setting
 
 
 class MetricsSink:
@@ -49,6 +49,7 @@ def run_job(cfg: DictConfig) -> float | None:
         choices["sweep"] = str(hydra_cfg.runtime.choices["sweep"])
     is_main = int(os.environ.get("RANK", "0")) == 0
     record: RunRecord | None = None
+    config: Any = {}
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
         components = build_components(cfg, choices)
@@ -64,10 +65,10 @@ def run_job(cfg: DictConfig) -> float | None:
             record.save()
         return Experiment(cfg, components, record, run_dir, overrides, multirun, is_main).run()
     except KeyboardInterrupt as err:
-        _fail(record, run_dir, config if "config" in locals() else {}, overrides, err, "interrupted")
+        _fail(record, run_dir, config, overrides, err, "interrupted")
         sys.exit(130)
     except Exception as err:  # report every failure the same way; bugs keep their traceback in summary.json
-        _fail(record, run_dir, config if "config" in locals() else {}, overrides, err, "failed")
+        _fail(record, run_dir, config, overrides, err, "failed")
         if multirun:
             return None
         sys.exit(2 if isinstance(err, UserError) else 1)
@@ -105,12 +106,12 @@ def _check_resume(cfg: DictConfig, run_dir: Path) -> None:
 
 def run_name(choices: dict[str, str], overrides: list[str]) -> str:
     """A readable run name: the algorithm, task and model, then the overrides that distinguish the run."""
-    shown = [
-        o
-        for o in overrides
-        if o.split("=", 1)[0].lstrip("+~").split(".")[0] not in (*NAME_SKIPPED_KEYS, "algorithm", "task", "model")
-        or "." in o.split("=", 1)[0]
-    ]
+
+    def distinguishes(override: str) -> bool:
+        key = override.split("=", 1)[0].lstrip("+~")
+        return key not in NAME_SKIPPED_KEYS and not key.startswith("logger")
+
+    shown = [o for o in overrides if distinguishes(o)]
     base = f"{choices.get('algorithm')}-{choices.get('task')}-{choices.get('model')}"
     return (base + ("|" + ",".join(shown) if shown else ""))[:128]
 

@@ -1,0 +1,67 @@
+"""Run-folder helpers: metrics truncation on resume, secret redaction, finding an interrupted run, run names."""
+
+from __future__ import annotations
+
+import json
+
+from socratic_exp.hydra_support import find_interrupted_run
+from socratic_exp.run import run_name
+from socratic_exp.run_folder import REDACTED, MetricsFile, RunRecord, redact
+
+
+def test_metrics_file_truncates_after_a_step(tmp_path):
+    metrics = MetricsFile(tmp_path / "metrics.jsonl")
+    for step in (0, 1, 2, 2, 3):
+        metrics.write(step, {"loss": float(step)})
+    assert metrics.truncate_after(2) == 1
+    assert [r["step"] for r in metrics.read()] == [0, 1, 2, 2]
+    metrics.write(4, {"loss": float("nan")})
+    assert metrics.read()[-1]["loss"] is None  # JSON has no NaN
+
+
+def test_secrets_are_redacted():
+    config = {"teacher": {"api_key": "sk-123", "api_key_env": "OPENAI_API_KEY", "base_url": "x"}, "token": None}
+    clean = redact(config)
+    assert clean["teacher"]["api_key"] == REDACTED
+    assert clean["teacher"]["api_key_env"] == "OPENAI_API_KEY"
+    assert clean["token"] is None and "sk-123" not in json.dumps(clean)
+
+
+def test_run_record_failure_and_completion(tmp_path):
+    record = RunRecord(tmp_path, {"teacher": {"api_key": "sk-1"}}, ["seed=1"])
+    record.save()
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "running"
+    record.fail(ValueError("boom"))
+    failed = json.loads((tmp_path / "summary.json").read_text())
+    assert failed["status"] == "failed" and failed["error"] == {"type": "ValueError", "message": "boom"}
+    assert "sk-1" not in (tmp_path / "summary.json").read_text()
+    record.complete(0.5, final={"eval/greedy_acc": 0.5})
+    done = json.loads((tmp_path / "summary.json").read_text())
+    assert done["status"] == "completed" and "error" not in done and done["objective"] == 0.5
+
+
+def _fake_run(root, name, overrides, status, checkpoint=True):
+    run = root / "2026-01-01" / name
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (run / "summary.json").write_text(json.dumps({"status": status}))
+    if checkpoint:
+        (run / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    return run
+
+
+def test_find_interrupted_run_matches_overrides_and_status(tmp_path):
+    _fake_run(tmp_path, "10-00-00-000001", ["seed=1"], "running")
+    newest = _fake_run(tmp_path, "10-00-00-000002", ["seed=1", "resume=auto"], "failed")
+    _fake_run(tmp_path, "10-00-00-000003", ["seed=1"], "completed")
+    _fake_run(tmp_path, "10-00-00-000004", ["seed=2"], "running")
+    _fake_run(tmp_path, "10-00-00-000005", ["seed=1"], "running", checkpoint=False)
+    assert find_interrupted_run(tmp_path, ["seed=1", "resume=auto"]) == newest
+    assert find_interrupted_run(tmp_path, ["seed=3", "resume=auto"]) is None
+
+
+def test_run_name_shows_the_distinguishing_overrides():
+    choices = {"algorithm": "grpo", "task": "arithmetic", "model": "tiny"}
+    name = run_name(choices, ["algorithm=grpo", "algorithm.beta=0.1", "seed=1", "logger=none", "resume=auto"])
+    assert name == "grpo-arithmetic-tiny|algorithm.beta=0.1,seed=1"
+    assert run_name(choices, []) == "grpo-arithmetic-tiny"
