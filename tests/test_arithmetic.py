@@ -108,7 +108,7 @@ def test_splits_are_disjoint_deterministic_and_graded(task, splits):
     assert again["eval"]["expression"] == splits["eval"]["expression"]
     other_seed = ArithmeticTask(seed=1, train_size=300, eval_size=60, probe_size=20).build()
     assert other_seed["eval"]["expression"] != splits["eval"]["expression"]
-    assert set(splits["train"]["difficulty"]) == {1, 2, 3, 4}
+    assert set(splits["train"]["difficulty"]) == {1, 2, 3}
     assert splits["train"]["index"] == list(range(300))
     for row in splits["train"]:
         trace = ex.correct_steps(ex.parse(row["expression"]))

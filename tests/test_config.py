@@ -166,3 +166,27 @@ def test_wheel_ships_the_configs(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "socratic_exp.algorithms.grpo.GRPO" in run.stdout
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_yaml_values_match_the_class_defaults(group, option):
+    """A YAML is the documented default; the class's own defaults (for programmatic use) must not drift from it."""
+    import dataclasses
+
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.load(CONF / group / f"{option}.yaml")
+    fields = {f.name: f for f in dataclasses.fields(get_class(node._target_))}
+    for key in node:
+        if key == "_target_" or OmegaConf.is_interpolation(node, key):
+            continue
+        field = fields[key]
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            continue
+        value = OmegaConf.to_container(node[key]) if OmegaConf.is_config(node[key]) else node[key]
+        assert value == default, f"{group}/{option}.yaml {key}={value!r} but the class default is {default!r}"

@@ -24,7 +24,7 @@ class HubModel(ModelSpec):
     attn_implementation: str | None = None
     revision: str | None = None
     trust_remote_code: bool = False
-    enable_thinking: bool | None = None
+    enable_thinking: bool | None = False  # Qwen3 chat-template switch; null passes nothing
 
     def validate(self) -> None:
         self.check("name", bool(self.name.strip()), "must name a Hub model or a local folder")

@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import shutil
 import tempfile
 import time
@@ -29,8 +28,7 @@ if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task, WarmstartExample
 
 log = logging.getLogger(__name__)
-WARMSTART_FORMAT = 1
-LENGTH_JITTER = 40  # characters  # bump when the corpus or training recipe changes in a way the settings do not show
+WARMSTART_FORMAT = 1  # bump when the corpus or training recipe changes in a way the settings do not show
 
 
 def default_cache_dir() -> Path:
@@ -133,8 +131,7 @@ class TinyModel(ModelSpec):
             path,
         )
         examples = task.warmstart_examples(self.warmstart_examples, self.warmstart_seed)
-        encoded = [encode_example(example, tokenizer, self.max_length) for example in examples]
-        features = Dataset.from_list(length_bucketed(encoded, self.warmstart_batch_size, self.warmstart_seed))
+        features = Dataset.from_list([encode_example(example, tokenizer, self.max_length) for example in examples])
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}-") as scratch:
             args = TrainingArguments(
                 output_dir=os.path.join(scratch, "trainer"),
@@ -149,7 +146,6 @@ class TinyModel(ModelSpec):
                 report_to=[],
                 seed=self.warmstart_seed,
                 dataloader_num_workers=0,
-                train_sampling_strategy="sequential",  # the order of length_bucketed
                 disable_tqdm=False,
                 use_cpu=not torch.cuda.is_available(),
             )
@@ -184,20 +180,6 @@ def encode_example(example: WarmstartExample, tokenizer: Any, max_length: int) -
     input_ids.append(tokenizer.eos_token_id)
     labels.append(tokenizer.eos_token_id)
     return {"input_ids": input_ids[:max_length], "labels": labels[:max_length]}
-
-
-def length_bucketed(features: list[dict], batch_size: int, seed: int) -> list[dict]:
-    """Examples ordered so that each consecutive batch holds examples of roughly similar length, in random order.
-
-    On CPU this cuts padding, and so step time, about twofold. The jitter keeps batches mixed: batches of exactly
-    one length hold one kind of example each (all retries, or all one-step sums) and training stalls on them.
-    """
-    rng = random.Random(seed)
-    jitter = {i: rng.uniform(0, LENGTH_JITTER) for i in range(len(features))}
-    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]) + jitter[i])
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    rng.shuffle(batches)
-    return [features[i] for batch in batches for i in batch]
 
 
 def _pad_right(tokenizer: Any):

@@ -71,7 +71,7 @@ class ArithmeticTask(Task):
     """Seeded generator of expressions over 1..``max_operand`` with + - * and parentheses."""
 
     min_ops: int = 1
-    max_ops: int = 4
+    max_ops: int = 3
     max_operand: int = 9
     max_value: int = 99
     train_size: int = 4000
