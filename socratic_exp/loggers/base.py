@@ -24,6 +24,8 @@ class RunInfo:
 class Logger(Component):
     config_group: ClassVar[str] = "logger"
 
+    tags: list[str] = dataclasses.field(default_factory=list)  # added to the run's component tags
+
     def report_to(self) -> list[str]:
         """The ``report_to`` integrations for transformers / TRL trainers."""
         return []

@@ -20,7 +20,6 @@ class WandbLogger(Logger):
     entity: str | None = None
     mode: Literal["offline", "online", "disabled"] = "offline"
     group: str | None = None
-    tags: list[str] = dataclasses.field(default_factory=list)
     notes: str | None = None
 
     def __post_init__(self) -> None:
