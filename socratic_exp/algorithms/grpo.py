@@ -3,7 +3,7 @@
 Everything GRPO does (generation, group-relative advantages, clipping, KL, vLLM) is TRL's. This module maps the
 config onto ``trl.GRPOConfig``, adds the task's verifier as the reward function and plugs in the sampler.
 Differences from TRL's defaults, chosen for the CPU testbed and stated in ``conf/algorithm/grpo.yaml``:
-``learning_rate`` 1e-4 (TRL: 1e-6), ``max_completion_length`` 48 (TRL: 256), ``bf16`` only on GPUs with bf16
+``learning_rate`` 3e-5 (TRL: 1e-6), ``max_completion_length`` 48 (TRL: 256), ``bf16`` only on GPUs with bf16
 (TRL: on), ``log_completions`` on.
 """
 
@@ -21,7 +21,7 @@ LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", 
 @dataclasses.dataclass(kw_only=True)
 class GRPO(Algorithm):
     max_steps: int = 200
-    learning_rate: float = 1e-4
+    learning_rate: float = 3e-5
     lr_scheduler_type: str = "constant"
     warmup_steps: int = 0
     weight_decay: float = 0.0

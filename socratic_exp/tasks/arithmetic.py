@@ -116,14 +116,21 @@ class ArithmeticTask(Task):
         return DatasetDict({split: Dataset.from_list(split_rows) for split, split_rows in rows.items() if split_rows})
 
     def _generated_rows(self) -> dict[str, list[dict]]:
-        seen: set[str] = set()
-        sizes = {"eval": self.eval_size, "probe": self.probe_size, "train": self.train_size}
-        # Held-out splits are drawn first, so the training split never contains their expressions.
+        # Held-out splits are drawn first, each without repeats, and the training split never contains their
+        # expressions. The training split may repeat an expression: there are only 243 one-operation questions,
+        # and without repeats the easy levels would be nearly absent from training.
+        held_out: set[str] = set()
         rows = {}
-        for offset, (split, size) in enumerate(sizes.items()):
+        for offset, (split, size) in enumerate((("eval", self.eval_size), ("probe", self.probe_size))):
             rng = random.Random(f"{self.seed}-{split}-{offset}")
-            rows[split] = [self.row(expr, i) for i, expr in enumerate(self._unique_expressions(rng, size, seen))]
-        return {split: rows[split] for split in ("train", "eval", "probe")}
+            rows[split] = [self.row(expr, i) for i, expr in enumerate(self._unique_expressions(rng, size, held_out))]
+        rng = random.Random(f"{self.seed}-train-2")
+        train = []
+        while len(train) < self.train_size:
+            expr = self.random_expression(rng)
+            if ex.render(expr) not in held_out:
+                train.append(self.row(expr, len(train)))
+        return {"train": train, **rows}
 
     def _unique_expressions(self, rng: random.Random, size: int, seen: set[str]) -> list[ex.Expr]:
         found: list[ex.Expr] = []
@@ -137,8 +144,8 @@ class ArithmeticTask(Task):
                 found.append(expr)
         if len(found) < size:
             raise UserError(
-                f"task.arithmetic: only {len(found)} distinct expressions exist for the requested sizes",
-                "lower task.train_size / eval_size / probe_size or raise task.max_ops",
+                f"task.arithmetic: only {len(found)} distinct held-out expressions for the requested sizes",
+                "lower task.eval_size / probe_size or raise task.max_ops",
             )
         return found
 
