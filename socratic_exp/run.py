@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from socratic_exp.components import GROUPS, Components, build_components
 from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.loggers.base import Logger, RunInfo
-from socratic_exp.run_folder import MetricsFile, RunRecord, redact
+from socratic_exp.run_folder import MetricsFile, RunRecord, redact, scrub_hydra_files
 
 log = logging.getLogger("socratic_exp")
 NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run")  # already in the name, or not a setting
@@ -50,6 +50,8 @@ def run_job(cfg: DictConfig) -> float | None:
     is_main = int(os.environ.get("RANK", "0")) == 0
     record: RunRecord | None = None
     config: Any = {}
+    if is_main:
+        scrub_hydra_files(run_dir)
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
         components = build_components(cfg, choices)

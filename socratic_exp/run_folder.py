@@ -45,6 +45,32 @@ def redact(data: Any) -> Any:
     return data
 
 
+def scrub_hydra_files(run_dir: Path) -> None:
+    """Redact secret-looking values from Hydra's own dumps (``.hydra/*.yaml``), which are written before the run
+    starts: a key passed on the command line must not stay on disk."""
+    from omegaconf import OmegaConf
+
+    for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+        path = run_dir / ".hydra" / name
+        if not path.is_file():
+            continue
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        if isinstance(data, list):
+            clean: Any = [_redact_override(o) if isinstance(o, str) else o for o in data]
+        else:
+            clean = redact(data)
+            overrides = (clean.get("hydra") or {}).get("overrides") or {}
+            for kind, items in overrides.items():
+                overrides[kind] = [_redact_override(o) for o in items]
+        if clean != data:
+            path.write_text(OmegaConf.to_yaml(OmegaConf.create(clean)))
+
+
+def _redact_override(override: str) -> str:
+    key, sep, value = override.partition("=")
+    return f"{key}={REDACTED}" if sep and value and _SECRET_KEY.search(key) and not key.endswith("_env") else override
+
+
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
     for name in TRACKED_PACKAGES:

@@ -65,3 +65,19 @@ def test_run_name_shows_the_distinguishing_overrides():
     name = run_name(choices, ["algorithm=grpo", "algorithm.beta=0.1", "seed=1", "logger=none", "resume=auto"])
     assert name == "grpo-arithmetic-tiny|algorithm.beta=0.1,seed=1"
     assert run_name(choices, []) == "grpo-arithmetic-tiny"
+
+
+def test_hydra_dumps_are_scrubbed(tmp_path):
+    from socratic_exp.run_folder import scrub_hydra_files
+
+    hydra_dir = tmp_path / ".hydra"
+    hydra_dir.mkdir()
+    (hydra_dir / "config.yaml").write_text("teacher:\n  api_key: sk-secret\n  api_key_env: KEY\nseed: 1\n")
+    (hydra_dir / "overrides.yaml").write_text("- +teacher.api_key=sk-secret\n- seed=1\n")
+    (hydra_dir / "hydra.yaml").write_text("hydra:\n  overrides:\n    task:\n    - +teacher.api_key=sk-secret\n")
+    scrub_hydra_files(tmp_path)
+    for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+        text = (hydra_dir / name).read_text()
+        assert "sk-secret" not in text and REDACTED in text
+    assert "api_key_env: KEY" in (hydra_dir / "config.yaml").read_text()
+    assert "seed=1" in (hydra_dir / "overrides.yaml").read_text()

@@ -42,7 +42,7 @@ class GRPO(Algorithm):
     mask_truncated_completions: bool = False
     bf16: bool | None = None
     gradient_checkpointing: bool = False
-    logging_steps: int = 1
+    logging_steps: int = 5
     save_steps: int = 50
     save_total_limit: int | None = 2
     log_completions: bool = True
