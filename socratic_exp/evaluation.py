@@ -37,6 +37,11 @@ class EvalSettings(Component):
         self.check_range("pass_k", ge=0)
         self.check_range("temperature", gt=0.0)
 
+    def metric_names(self, prefix: str = "eval") -> list[str]:
+        """The overall metrics an evaluation reports (each also per difficulty, as ``<name>/d<level>``)."""
+        names = ["greedy_acc", "no_answer"] + (["sampled_acc", f"pass@{self.pass_k}"] if self.pass_k else [])
+        return [f"{prefix}/{name}" for name in names]
+
 
 def as_model_input(student: Student, prompt: str) -> str:
     """The text the model sees: the raw prompt, or the prompt as a user turn of the chat template."""

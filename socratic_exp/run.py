@@ -152,13 +152,16 @@ class Experiment:
         checkpoint_root = self.run_dir / "checkpoints"
         checkpoint = get_last_checkpoint(str(checkpoint_root)) if checkpoint_root.is_dir() else None
         metrics_file = MetricsFile(self.run_dir / "metrics.jsonl")
-        if checkpoint:
-            resumed_step = int(Path(checkpoint).name.rsplit("-", 1)[1])
+        resumed_step = int(Path(checkpoint).name.rsplit("-", 1)[1]) if checkpoint else 0
+        if "initial" in self.record.data:  # an earlier attempt got past the first evaluation
             dropped = metrics_file.truncate_after(resumed_step)
             log.info(
-                "resuming from %s (dropped %d metric lines logged after step %d)", checkpoint, dropped, resumed_step
+                "resuming from %s (dropped %d metric lines after step %d)",
+                checkpoint or "the start",
+                dropped,
+                resumed_step,
             )
-        elif "initial" not in self.record.data:
+        else:
             metrics_file.path.unlink(missing_ok=True)
         name = run_name(c.choices, self.overrides)
         sink = MetricsSink(metrics_file, c.logger if self.is_main else Logger())
@@ -199,9 +202,7 @@ class Experiment:
                 sink.log(final, step)
             if cfg.save_final_model:
                 trainer.save_model(str(checkpoint_root / "final"))
-            objective = final.get(cfg.objective)
-            if objective is None:
-                raise ConfigError("objective", cfg.objective, "is not a final metric", f"use one of {sorted(final)}")
+            objective = final[cfg.objective]
             if self.is_main:
                 self.record.complete(
                     objective,

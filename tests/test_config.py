@@ -77,6 +77,8 @@ BAD_INPUTS = [
     (["eval.pass_k=-1"], "eval.pass_k=-1: must be >= 0"),
     (["+eval.bogus=1"], "eval.bogus: unknown key"),
     (["seed=-3"], "seed=-3: must be an integer >= 0"),
+    (["objective=eval/acc"], "objective='eval/acc': is not a metric the evaluation reports"),
+    (["objective=eval/pass@4", "eval.pass_k=2"], "objective='eval/pass@4': is not a metric"),
     (["logger.mode=sometimes"], "logger.mode='sometimes': expected one of"),
 ]
 
@@ -190,3 +192,13 @@ def test_yaml_values_match_the_class_defaults(group, option):
             continue
         value = OmegaConf.to_container(node[key]) if OmegaConf.is_config(node[key]) else node[key]
         assert value == default, f"{group}/{option}.yaml {key}={value!r} but the class default is {default!r}"
+
+
+def test_missing_hub_model_offline_is_one_line(run_app):
+    proc, outputs = run_app("model=qwen3_0_6b", "logger=none", env={"HF_HUB_OFFLINE": "1"}, timeout=180)
+    assert proc.returncode == 2
+    assert "error: model.name=Qwen/Qwen3-0.6B: the Hugging Face Hub model could not be loaded" in proc.stderr
+    assert "hf download Qwen/Qwen3-0.6B" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    (summary,) = outputs.glob("*/*/summary.json")
+    assert '"status": "failed"' in summary.read_text()

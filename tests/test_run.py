@@ -32,7 +32,7 @@ def _records(run_dir):
 
 
 def test_grpo_run_writes_the_whole_run_folder(run_app):
-    proc, outputs = run_app(*QUICK)
+    proc, outputs = run_app(*QUICK, "algorithm.log_completions=true")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     summary = read_summary(run_dir)
@@ -56,6 +56,9 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
     assert (run_dir / "socratic_exp.log").is_file()
     offline = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(offline) == 1 and summary["wandb_run_id"] in offline[0].name
+    # TRL's completions tables: parquet in the run folder and a W&B table in the offline run
+    assert len(list((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"))) == 4
+    assert list((run_dir / "wandb").glob("offline-run-*/files/media/table/completions_*.table.json"))
 
 
 def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(run_app):
