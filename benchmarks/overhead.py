@@ -52,7 +52,7 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
         max_completion_length=algo.max_completion_length,
         beta=0.0,
         bf16=False,
-        logging_steps=1,
+        logging_steps=algo.logging_steps,
         save_strategy="no",
         report_to=[],
         lr_scheduler_type="constant",

@@ -15,6 +15,16 @@ from typing import Any, Literal
 from socratic_exp.algorithms.base import Algorithm, RunContext
 from socratic_exp.errors import ConfigError
 
+# GRPOConfig fields the run sets itself (from the run folder, seed, logger and model).
+RUN_MANAGED_KEYS = {
+    "output_dir",
+    "run_name",
+    "seed",
+    "report_to",
+    "per_device_train_batch_size",
+    "save_strategy",
+    "chat_template_kwargs",
+}
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 
 
@@ -82,20 +92,13 @@ class GRPO(Algorithm):
             f"must divide the generation batch (batch_size x steps_per_generation = {generation_batch})",
             f"pick a divisor of {generation_batch}, or change algorithm.batch_size",
         )
-        clashes = sorted(
-            set(self.trl_args) & {f.name for f in dataclasses.fields(self)}
-            | set(self.trl_args) & set(self._managed_keys())
-        )
+        clashes = sorted(set(self.trl_args) & ({f.name for f in dataclasses.fields(self)} | RUN_MANAGED_KEYS))
         self.check(
             "trl_args",
             not clashes,
             f"sets {clashes}, which have their own keys or are set by socratic_exp",
             "set them as algorithm.<key> (or let the run set them)",
         )
-
-    @staticmethod
-    def _managed_keys() -> tuple[str, ...]:
-        return ("output_dir", "run_name", "seed", "report_to", "per_device_train_batch_size", "save_strategy")
 
     def trl_kwargs(self, ctx: RunContext) -> dict[str, Any]:
         """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
