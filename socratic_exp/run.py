@@ -146,6 +146,7 @@ class Experiment:
         from socratic_exp.algorithms.base import RunContext
         from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
         from socratic_exp.evaluation import Evaluator
+        from socratic_exp.plots import plot_learning_curves
 
         c, cfg = self.c, self.cfg
         set_seed(cfg.seed)
@@ -212,6 +213,7 @@ class Experiment:
                     choices=c.choices,
                     student=student.info,
                 )
+                plot_learning_curves(metrics_file.read(), self.run_dir / "learning_curves.png")
                 c.logger.finish(0, summary={"objective": objective, **final})
             self._print_result(self.record.data.get("initial", {}), final)
             return objective

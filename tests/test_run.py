@@ -54,6 +54,7 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
     checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.is_dir())
     assert checkpoints == ["checkpoint-2", "checkpoint-4", "final"]
     assert (run_dir / "socratic_exp.log").is_file()
+    assert (run_dir / "learning_curves.png").stat().st_size > 10_000
     offline = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(offline) == 1 and summary["wandb_run_id"] in offline[0].name
     # TRL's completions tables: parquet in the run folder and a W&B table in the offline run

@@ -30,7 +30,7 @@ LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", 
 
 @dataclasses.dataclass(kw_only=True)
 class GRPO(Algorithm):
-    max_steps: int = 200
+    max_steps: int = 400
     learning_rate: float = 3e-5
     lr_scheduler_type: str = "constant"
     warmup_steps: int = 0
