@@ -56,6 +56,7 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
         save_strategy="no",
         report_to=[],
         lr_scheduler_type="constant",
+        seed=0,  # the run's seed, so both trainers draw the same prompts
     )
     return GRPOTrainer(
         model=student.model,
@@ -114,7 +115,7 @@ def main() -> None:
                     trainer = through_socratic_exp(c, student, data, out, timer)
                 trainer.train()
                 sink += timer.times[2:]  # skip warm-up steps
-                print(f"block {block} {label:<13} median step {statistics.median(timer.times[2:]):.3f} s")
+                print(f"block {block} {label:<13} median step {statistics.median(timer.times[2:]):.3f} s", flush=True)
     ratio = statistics.median(ours_times) / statistics.median(plain_times)
     print(
         f"step time: plain TRL {statistics.median(plain_times):.3f} s, socratic_exp "

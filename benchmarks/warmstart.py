@@ -40,12 +40,13 @@ def main() -> None:
         kinds = c.task.misconception_of(ex.parse(row["expression"])) or ["slip"]
         hinted_prompts.append(prompt_for(row["expression"], rng.choice(PRINCIPLES[kinds[0]])))
     hinted = evaluator.evaluate(student, prefix="principle", prompts=hinted_prompts)
-    print(f"{'metric':<22}" + "".join(f"{'d' + str(d):>8}" for d in range(1, 5)) + f"{'all':>8}")
+    levels = sorted({row["difficulty"] for row in rows})
+    print(f"{'metric':<22}" + "".join(f"{'d' + str(d):>8}" for d in levels) + f"{'all':>8}")
     for prefix, metrics in (("eval", plain), ("principle", hinted)):
         for kind in ("greedy_acc", "sampled_acc", "pass@4"):
             name = f"{prefix}/{kind}"
             if name in metrics:
-                cells = "".join(f"{metrics.get(f'{name}/d{d}', float('nan')):8.3f}" for d in range(1, 5))
+                cells = "".join(f"{metrics[f'{name}/d{d}']:8.3f}" for d in levels)
                 print(f"{name:<22}{cells}{metrics[name]:8.3f}")
     retry_after_wrong(c, student, rows)
 
@@ -65,7 +66,7 @@ def retry_after_wrong(c, student, rows) -> None:
         fixed.append(row["prompt"] + attempt + FIXED_RETRY)
     for label, prompts in (("targeted guidance", guided), ("fixed retry line", fixed)):
         second = generate(student, prompts, **settings)
-        solved = sum(c.task.score(a, r["answer"]) for (r, _), a in zip(wrong, second, strict=True))
+        solved = int(sum(c.task.score(a, r["answer"]) for (r, _), a in zip(wrong, second, strict=True)))
         print(
             f"second attempt after {label:<18}: {solved}/{len(wrong)} = {solved / max(len(wrong), 1):.3f} "
             "of the greedy student's wrong answers corrected"
