@@ -52,7 +52,7 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
     assert eval_steps == [0, 2, 4]  # before, every 2 steps, after
     assert all("reward" in r for r in records if "loss" in r)
     checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.is_dir())
-    assert checkpoints == ["checkpoint-2", "checkpoint-4", "final"]
+    assert checkpoints == ["checkpoint-2", "checkpoint-4", "completions", "final"]
     assert (run_dir / "socratic_exp.log").is_file()
     assert (run_dir / "learning_curves.png").stat().st_size > 10_000
     offline = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
