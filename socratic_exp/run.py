@@ -83,7 +83,8 @@ def _fail(
         record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides)
     if not isinstance(err, UserError | KeyboardInterrupt):
         record.data["traceback"] = traceback.format_exc()
-    if int(os.environ.get("RANK", "0")) == 0:
+    # A bad attempt to resume a completed run must not mark that run failed.
+    if int(os.environ.get("RANK", "0")) == 0 and record.previous.get("status") != "completed":
         record.fail(err, status=status)
     if isinstance(err, UserError):
         print(f"error: {err}", file=sys.stderr)

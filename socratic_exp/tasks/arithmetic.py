@@ -213,7 +213,8 @@ class ArithmeticTask(Task):
 
     def warmstart_examples(self, size: int, seed: int) -> list[WarmstartExample]:
         rng = random.Random(f"{self.seed}-warmstart-{seed}")
-        held_out = {row["expression"] for split in ("eval", "probe") for row in self._generated_rows()[split]}
+        generated = self._generated_rows()
+        held_out = {row["expression"] for split in ("eval", "probe") for row in generated[split]}
         examples = []
         while len(examples) < size:
             expr = self.random_expression(rng)
