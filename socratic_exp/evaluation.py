@@ -28,6 +28,7 @@ class EvalSettings(Component):
     max_new_tokens: int = 64
     pass_k: int = 4
     temperature: float = 1.0
+    sampling_seed: int = 0
 
     def validate(self) -> None:
         self.check_range("every_steps", ge=0)
@@ -63,8 +64,13 @@ def generate(
     temperature: float = 1.0,
     num_return_sequences: int = 1,
     progress: str | None = None,
+    seed: int | None = None,
 ) -> list[str]:
-    """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order)."""
+    """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order).
+
+    With ``seed``, sampling draws from its own seeded generator state and leaves the caller's (training's)
+    random state untouched, so evaluations are comparable across runs and do not perturb training.
+    """
     import torch
     from tqdm.auto import tqdm
 
@@ -72,23 +78,27 @@ def generate(
     was_training = model.training
     model.eval()
     outputs: list[str] = []
-    starts = range(0, len(prompts), batch_size)
+    devices = [model.device] if model.device.type == "cuda" else []
     try:
-        for start in tqdm(starts, desc=progress, disable=progress is None, leave=False):
-            texts = [as_model_input(student, p) for p in prompts[start : start + batch_size]]
-            batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-            with torch.inference_mode():
-                generated = model.generate(
-                    **batch,
-                    max_new_tokens=max_new_tokens,
-                    do_sample=sample,
-                    temperature=temperature if sample else None,
-                    top_p=None,
-                    top_k=None,
-                    num_return_sequences=num_return_sequences,
-                    pad_token_id=tokenizer.pad_token_id,
-                )
-            outputs += tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(seed)
+            for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=progress is None, leave=False):
+                texts = [as_model_input(student, p) for p in prompts[start : start + batch_size]]
+                batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+                with torch.inference_mode():
+                    generated = model.generate(
+                        **batch,
+                        max_new_tokens=max_new_tokens,
+                        do_sample=sample,
+                        temperature=temperature if sample else None,
+                        top_p=None,
+                        top_k=None,
+                        num_return_sequences=num_return_sequences,
+                        pad_token_id=tokenizer.pad_token_id,
+                    )
+                new_tokens = generated[:, batch["input_ids"].shape[1] :]
+                outputs += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
     finally:
         model.train(was_training)
     return outputs
@@ -129,6 +139,7 @@ class Evaluator:
                 temperature=settings.temperature,
                 num_return_sequences=k,
                 progress=f"{prefix}: pass@{k}",
+                seed=settings.sampling_seed,
                 **common,
             )
             scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
