@@ -11,14 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from conftest import compose
 from transformers import TrainerCallback
 
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
 from socratic_exp.components import build_components
 from socratic_exp.evaluation import Evaluator
+from socratic_exp.hydra_support import compose
 from socratic_exp.loggers.base import Logger
 from socratic_exp.run import MetricsSink
 from socratic_exp.run_folder import MetricsFile

@@ -10,13 +10,10 @@ from __future__ import annotations
 import random
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from conftest import compose
 
 from socratic_exp.components import build_components
 from socratic_exp.evaluation import Evaluator, generate
+from socratic_exp.hydra_support import compose
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import PRINCIPLES, guidance_for, prompt_for
 

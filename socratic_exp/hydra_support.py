@@ -20,6 +20,16 @@ def config_dir() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).parent.parent / "conf"
 
 
+def compose(*overrides: str) -> DictConfig:
+    """The composed config for ``overrides``, as the app would see it (for notebooks, scripts and tests)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_run_dir"):
         OmegaConf.register_new_resolver("sx_run_dir", _run_dir)

@@ -10,20 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from socratic_exp.hydra_support import compose  # noqa: F401  (re-exported for the tests)
+
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 SHARED_DATA = ROOT.parent / "shared" / "data"
-
-
-def compose(*overrides: str):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from socratic_exp.hydra_support import register_resolvers
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=False)
 
 
 @pytest.fixture(scope="session")

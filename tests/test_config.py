@@ -94,7 +94,7 @@ def test_bad_inputs_fail_with_their_message(overrides, message):
 
 def test_validation_does_not_import_heavy_libraries():
     code = (
-        "import sys; sys.path.insert(0, 'tests'); from conftest import compose;"
+        "import sys; from socratic_exp.hydra_support import compose;"
         "from socratic_exp.components import build_components; build_components(compose());"
         "heavy = [m for m in ('torch', 'transformers', 'trl', 'wandb', 'datasets') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"
