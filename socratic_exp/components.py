@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from socratic_exp.distillers.none import NoDistiller
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.evaluation import EvalSettings
+from socratic_exp.teachers.none import NoTeacher
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import Algorithm
@@ -86,9 +88,6 @@ def _unknown_key(group: str, err: TypeError, cls: type) -> ConfigError:
 
 def check_compatible(components: Components) -> None:
     """Reject choices that do not fit together, before anything loads."""
-    from socratic_exp.distillers.none import NoDistiller
-    from socratic_exp.teachers.none import NoTeacher
-
     algorithm = components.algorithm
     name = components.choices["algorithm"]
     has_teacher = not isinstance(components.teacher, NoTeacher)

@@ -120,8 +120,10 @@ def test_data_files_load_and_malformed_rows_name_the_line(tmp_path):
     good = tmp_path / "eval.jsonl"
     good.write_text('{"expression": "3+4*2", "answer": "11"}\n\n{"expression": "(1+2)*3"}\n')
     task = ArithmeticTask(data_files={"eval": str(good)}, train_size=10)
-    rows = task.build()["eval"]
+    built = task.build()
+    rows = built["eval"]
     assert rows["answer"] == ["11", "9"] and rows["difficulty"] == [2, 2]
+    assert len(built["train"]) == 10  # splits the files do not name are generated
     for content, message in [
         ('{"expression": "3+"}\n', "eval.jsonl:1: malformed arithmetic row"),
         ('{"expr": "3"}\n', "eval.jsonl:1: malformed arithmetic row"),

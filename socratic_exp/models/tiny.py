@@ -118,7 +118,7 @@ class TinyModel(ModelSpec):
     def _build(self, task: Task, path: Path) -> None:
         import torch
         from datasets import Dataset
-        from transformers import Trainer, TrainingArguments, set_seed
+        from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments, set_seed
 
         started = time.time()
         set_seed(self.warmstart_seed)
@@ -149,8 +149,11 @@ class TinyModel(ModelSpec):
                 disable_tqdm=False,
                 use_cpu=not torch.cuda.is_available(),
             )
-            trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=_pad_right(tokenizer))
+            tokenizer.padding_side = "right"  # training: positions stay aligned with the text
+            collator = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)
+            trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=collator)
             result = trainer.train()
+            tokenizer.padding_side = "left"  # generation (TRL and the evaluator) pads on the left
             staged = Path(scratch) / "model"
             model.save_pretrained(staged)
             tokenizer.save_pretrained(staged)
@@ -180,19 +183,3 @@ def encode_example(example: WarmstartExample, tokenizer: Any, max_length: int) -
     input_ids.append(tokenizer.eos_token_id)
     labels.append(tokenizer.eos_token_id)
     return {"input_ids": input_ids[:max_length], "labels": labels[:max_length]}
-
-
-def _pad_right(tokenizer: Any):
-    import torch
-
-    def collate(batch: list[dict[str, list[int]]]) -> dict[str, Any]:
-        width = max(len(item["input_ids"]) for item in batch)
-        ids, labels, mask = [], [], []  # right padding: positions stay aligned with the text
-        for item in batch:
-            pad = width - len(item["input_ids"])
-            ids.append(item["input_ids"] + [tokenizer.pad_token_id] * pad)
-            labels.append(item["labels"] + [-100] * pad)
-            mask.append([1] * len(item["input_ids"]) + [0] * pad)
-        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "attention_mask": torch.tensor(mask)}
-
-    return collate

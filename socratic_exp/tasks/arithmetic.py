@@ -112,7 +112,7 @@ class ArithmeticTask(Task):
     def build(self) -> DatasetDict:
         from datasets import Dataset, DatasetDict
 
-        rows = self._rows_from_files() if self.data_files else self._generated_rows()
+        rows = self._generated_rows() | self._rows_from_files()  # files replace the splits they name
         return DatasetDict({split: Dataset.from_list(split_rows) for split, split_rows in rows.items() if split_rows})
 
     def _generated_rows(self) -> dict[str, list[dict]]:
@@ -170,7 +170,7 @@ class ArithmeticTask(Task):
         }
 
     def _rows_from_files(self) -> dict[str, list[dict]]:
-        rows: dict[str, list[dict]] = {split: [] for split in ("train", "eval", "probe")}
+        rows: dict[str, list[dict]] = {split: [] for split in self.data_files or {}}
         for split, path in (self.data_files or {}).items():
             with open(path, encoding="utf-8") as handle:
                 for line_no, line in enumerate(handle, 1):
