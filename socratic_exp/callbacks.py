@@ -11,15 +11,17 @@ if TYPE_CHECKING:
     from socratic_exp.models.base import Student
     from socratic_exp.run import MetricsSink
     from socratic_exp.samplers.base import PromptSampler
+    from socratic_exp.teachers.base import Teacher
 
 
 class MetricsFileCallback(TrainerCallback):
     """Every trainer log line goes to ``metrics.jsonl`` (W&B receives it from transformers' own callback);
-    the sampler's state is logged beside it, to both."""
+    the sampler's state and the teacher's counters and guidance samples are logged beside it, to both."""
 
-    def __init__(self, sink: MetricsSink, sampler: PromptSampler):
+    def __init__(self, sink: MetricsSink, sampler: PromptSampler, teacher: Teacher):
         self.sink = sink
         self.sampler = sampler
+        self.teacher = teacher
         self.last_logs: dict[str, Any] = {}
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -27,23 +29,25 @@ class MetricsFileCallback(TrainerCallback):
             return
         self.last_logs.update(logs)  # the latest value of every training metric, for the summary
         self.sink.file.write(state.global_step, logs)
-        sampler_metrics = {f"sampler/{k}": v for k, v in self.sampler.metrics().items()}
-        if sampler_metrics:
-            self.sink.log(sampler_metrics, state.global_step)
+        extra = {f"sampler/{k}": v for k, v in self.sampler.metrics().items()} | self.teacher.metrics()
+        if extra:
+            self.sink.log(extra, state.global_step)
+        self.sink.log_table("teacher_guidance", self.teacher.samples(), state.global_step)
 
 
 class PeriodicEvalCallback(TrainerCallback):
     """Held-out evaluation every ``every_steps`` optimizer steps (the final one runs after training)."""
 
-    def __init__(self, evaluator: Evaluator, student: Student, every_steps: int, sink: MetricsSink):
+    def __init__(self, evaluator: Evaluator, student: Student, every_steps: int, sink: MetricsSink, teacher: Teacher):
         self.evaluator = evaluator
         self.student = student
         self.every_steps = every_steps
         self.sink = sink
+        self.teacher = teacher
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
         if self.every_steps and step % self.every_steps == 0 and step < state.max_steps:
             metrics = self.evaluator.evaluate(self.student)
             if state.is_world_process_zero:
-                self.sink.log(metrics, step)
+                self.sink.log_evaluation(metrics, step, self.teacher)

@@ -54,7 +54,7 @@ def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> 
         raise _unknown_key("eval", err, EvalSettings) from None
     components = Components(**built, eval=eval_settings, choices=choices)
     check_compatible(components)
-    _check_top_level(cfg, eval_settings)
+    _check_top_level(cfg, eval_settings, has_teacher=not isinstance(components.teacher, NoTeacher))
     return components
 
 
@@ -90,14 +90,8 @@ def check_compatible(components: Components) -> None:
     """Reject choices that do not fit together, before anything loads."""
     algorithm = components.algorithm
     name = components.choices["algorithm"]
+    # An algorithm that trains without a teacher still accepts one: it then serves the assisted evaluation only.
     has_teacher = not isinstance(components.teacher, NoTeacher)
-    if has_teacher and not algorithm.uses_teacher:
-        raise ConfigError(
-            "teacher",
-            components.choices["teacher"],
-            f"algorithm={name} does not use a teacher",
-            "use teacher=none, or an algorithm that uses one",
-        )
     if algorithm.requires_teacher and not has_teacher:
         raise ConfigError("teacher", "none", f"algorithm={name} needs a teacher", "choose one, e.g. teacher=rule")
     if not isinstance(components.distiller, NoDistiller) and not algorithm.uses_distiller:
@@ -110,11 +104,11 @@ def check_compatible(components: Components) -> None:
     algorithm.check_compatible(components)
 
 
-def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings) -> None:
+def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, has_teacher: bool) -> None:
     seed = cfg.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError("seed", seed, "must be an integer >= 0")
-    objective, known = cfg.get("objective"), eval_settings.metric_names()
+    objective, known = cfg.get("objective"), eval_settings.metric_names(teacher=has_teacher)
     if str(objective).rsplit("/d", 1)[0] not in known:
         raise ConfigError("objective", objective, "is not a metric the evaluation reports", f"use one of {known}")
     resume = cfg.get("resume")

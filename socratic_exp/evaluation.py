@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
     from socratic_exp.models.base import Student
-    from socratic_exp.tasks.base import Task
+    from socratic_exp.tasks.base import Task, Verdict
+    from socratic_exp.teachers.base import Context, Teacher
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -29,6 +30,7 @@ class EvalSettings(Component):
     pass_k: int = 4
     temperature: float = 1.0
     sampling_seed: int = 0
+    assisted_attempts: int = 2  # with a teacher: attempts per question, with guidance after each wrong one
 
     def validate(self) -> None:
         self.check_range("every_steps", ge=0)
@@ -37,18 +39,22 @@ class EvalSettings(Component):
         self.check_range("max_new_tokens", ge=1)
         self.check_range("pass_k", ge=0)
         self.check_range("temperature", gt=0.0)
+        self.check_range("assisted_attempts", ge=1)
 
-    def metric_names(self, prefix: str = "eval") -> list[str]:
+    def metric_names(self, prefix: str = "eval", teacher: bool = False) -> list[str]:
         """The overall metrics an evaluation reports (each also per difficulty, as ``<name>/d<level>``)."""
         names = ["greedy_acc", "no_answer"] + (["sampled_acc", f"pass@{self.pass_k}"] if self.pass_k else [])
+        if teacher and self.assisted_attempts > 1:
+            names.append("assisted_acc")
         return [f"{prefix}/{name}" for name in names]
 
 
-def as_model_input(student: Student, prompt: str) -> str:
-    """The text the model sees: the raw prompt, or the prompt as a user turn of the chat template."""
-    if not student.chat:
+def as_model_input(student: Student, prompt: Context) -> str:
+    """The text the model sees: a plain prompt as it is, or chat messages (a bare prompt becomes a user turn)
+    through the chat template."""
+    if isinstance(prompt, str) and not student.chat:
         return prompt
-    messages = [{"role": "user", "content": prompt}]
+    messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     return student.tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False, **student.chat_template_kwargs
     )
@@ -56,7 +62,7 @@ def as_model_input(student: Student, prompt: str) -> str:
 
 def generate(
     student: Student,
-    prompts: Sequence[str],
+    prompts: Sequence[Context],
     *,
     max_new_tokens: int,
     batch_size: int,
@@ -107,17 +113,19 @@ def generate(
 class Evaluator:
     """Scores a model on a held-out split with the task's verifier."""
 
-    def __init__(self, task: Task, dataset: Dataset, settings: EvalSettings):
+    def __init__(self, task: Task, dataset: Dataset, settings: EvalSettings, teacher: Teacher | None = None):
         if settings.max_samples is not None and len(dataset) > settings.max_samples:
             dataset = dataset.select(range(settings.max_samples))
         self.task = task
         self.rows = dataset.to_list()
         self.settings = settings
+        self.teacher = teacher if teacher is not None and settings.assisted_attempts > 1 else None
 
     def evaluate(
         self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None
     ) -> dict[str, float]:
-        """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics.
+        """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics;
+        with a teacher also the assisted accuracy and the teacher's counters (``{prefix}/teacher/...``).
 
         ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same.
         """
@@ -130,6 +138,8 @@ class Evaluator:
         verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
         metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels)
         metrics[f"{prefix}/no_answer"] = sum(v.extracted is None for v in verdicts) / len(verdicts)
+        if self.teacher is not None:
+            metrics |= self._assisted(student, prefix, prompts, greedy, verdicts)
         if settings.pass_k:
             k = settings.pass_k
             sampled = generate(
@@ -147,6 +157,44 @@ class Evaluator:
             metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels)
             metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels)
         return metrics
+
+    def _assisted(
+        self, student: Student, prefix: str, prompts: list[str], greedy: list[str], verdicts: list[Verdict]
+    ) -> dict[str, float]:
+        """Up to ``assisted_attempts`` greedy attempts per question; after each wrong one the teacher's guidance
+        joins the context (prompt || attempt || guidance), as in a SocraticPO rollout."""
+        from socratic_exp.teachers.base import Attempt, GuidanceRequest, extend_context
+
+        assert self.teacher is not None
+        history = [[Attempt(c, v.score, v.reason)] for c, v in zip(greedy, verdicts, strict=True)]
+        contexts: list[Context] = [[{"role": "user", "content": p}] if student.chat else p for p in prompts]
+        with self.teacher.separate_stats() as stats:
+            for _ in range(self.settings.assisted_attempts - 1):
+                active = [i for i, tries in enumerate(history) if tries[-1].score < 1.0]
+                if not active:
+                    break
+                requests = [
+                    GuidanceRequest(
+                        prompts[i], tuple(history[i]), self.rows[i]["answer"], self.rows[i].get("reference")
+                    )
+                    for i in active
+                ]
+                for i, guidance in zip(active, self.teacher.guide(requests), strict=True):
+                    contexts[i] = extend_context(contexts[i], history[i][-1].completion, guidance)
+                retries = generate(
+                    student,
+                    [contexts[i] for i in active],
+                    max_new_tokens=self.settings.max_new_tokens,
+                    batch_size=self.settings.batch_size,
+                    progress=f"{prefix}: assisted",
+                )
+                for i, completion in zip(active, retries, strict=True):
+                    verdict = self.task.verify(completion, self.rows[i]["answer"])
+                    history[i].append(Attempt(completion, verdict.score, verdict.reason))
+        levels = [row.get("difficulty") for row in self.rows]
+        solved = [max(attempt.score for attempt in tries) for tries in history]
+        metrics = _by_level(f"{prefix}/assisted_acc", solved, levels)
+        return metrics | {f"{prefix}/{name}": value for name, value in stats.drain().items()}
 
 
 def _by_level(name: str, values: list[float], levels: list[Any]) -> dict[str, float]:

@@ -7,6 +7,7 @@ what went wrong; a single run then exits non-zero, while in ``-m`` the sweep goe
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -19,9 +20,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp.components import GROUPS, Components, build_components
-from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.loggers.base import Logger, RunInfo
 from socratic_exp.run_folder import MetricsFile, RunRecord, redact, scrub_hydra_files
+from socratic_exp.teachers.base import Teacher
 
 log = logging.getLogger("socratic_exp")
 NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run")  # already in the name, or not a setting
@@ -38,6 +40,20 @@ class MetricsSink:
         self.file.write(step, metrics)
         self.logger.log(metrics, step)
 
+    def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
+        """Rows to ``<run folder>/<name>.jsonl`` and, as a table, to the logger."""
+        if not rows:
+            return
+        with open(self.file.path.parent / f"{name}.jsonl", "a", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps({"step": step, **row}) + "\n")
+        self.logger.log_table(name, rows, step)
+
+    def log_evaluation(self, metrics: dict[str, Any], step: int, teacher: Teacher) -> None:
+        """An evaluation's metrics, and the teacher guidance it sampled (the ``teacher_guidance`` table)."""
+        self.log(metrics, step)
+        self.log_table("teacher_guidance", teacher.samples(), step)
+
 
 def run_job(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
@@ -53,7 +69,7 @@ def run_job(cfg: DictConfig) -> float | None:
     if is_main:
         scrub_hydra_files(run_dir)
     try:
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = resolved_config(cfg)
         components = build_components(cfg, choices)
         _check_resume(cfg, run_dir)
         if cfg.dry_run:
@@ -74,6 +90,17 @@ def run_job(cfg: DictConfig) -> float | None:
         if multirun:
             return None
         sys.exit(2 if isinstance(err, UserError) else 1)
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain data; a mandatory value left unset (``???``) is a one-line error naming its key."""
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+    except MissingMandatoryValue as err:
+        key = err.full_key or "?"
+        raise ConfigError(key, NO_VALUE, "has no value", f"set it on the command line: {key}=<value>") from None
 
 
 def _fail(
@@ -171,9 +198,11 @@ class Experiment:
             run_id = c.logger.start(self._run_info(name))
             self.record.update(wandb_run_id=run_id, run_name=name)
         try:
+            c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
             splits = c.task.build()
             student = c.model.load(c.task)
-            evaluator = Evaluator(c.task, splits["eval"], c.eval)
+            c.teacher.attach(c.task, student)
+            evaluator = Evaluator(c.task, splits["eval"], c.eval, c.teacher)
             data = (
                 splits.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"]}]})
                 if student.chat
@@ -181,10 +210,13 @@ class Experiment:
             )
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student)
-                sink.log(initial, 0)
+                sink.log_evaluation(initial, 0, c.teacher)
                 self.record.update(initial=initial)
-            metrics_callback = MetricsFileCallback(sink, c.sampler)
-            callbacks = [metrics_callback, PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink)]
+            metrics_callback = MetricsFileCallback(sink, c.sampler, c.teacher)
+            callbacks = [
+                metrics_callback,
+                PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher),
+            ]
             ctx = RunContext(
                 components=c,
                 data=data,
@@ -201,7 +233,7 @@ class Experiment:
             student.model = trainer.accelerator.unwrap_model(trainer.model)
             final = evaluator.evaluate(student)
             if self.is_main:
-                sink.log(final, step)
+                sink.log_evaluation(final, step, c.teacher)
             if cfg.save_final_model:
                 trainer.save_model(str(checkpoint_root / "final"))
             objective = final[cfg.objective]
@@ -222,6 +254,8 @@ class Experiment:
             if self.is_main:
                 c.logger.finish(exit_code=1)
             raise
+        finally:
+            c.teacher.close()
 
     def _run_info(self, name: str) -> RunInfo:
         group = None

@@ -33,6 +33,14 @@ _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 REDACTED = "<redacted>"
 
 
+def default_cache_dir() -> Path:
+    """Where built models and teacher responses are cached: $SOCRATIC_EXP_CACHE or ~/.cache/socratic_exp."""
+    root = os.environ.get("SOCRATIC_EXP_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "socratic_exp"
+    )
+    return Path(root)
+
+
 def redact(data: Any) -> Any:
     """A copy of ``data`` with the values of secret-looking keys replaced (keys ending in ``_env`` name a variable)."""
     if isinstance(data, dict):

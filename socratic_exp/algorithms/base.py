@@ -38,7 +38,6 @@ class Algorithm(Component):
     """An algorithm option. The class flags say which other groups it uses, so wrong combinations fail early."""
 
     config_group: ClassVar[str] = "algorithm"
-    uses_teacher: ClassVar[bool] = False
     requires_teacher: ClassVar[bool] = False
     uses_distiller: ClassVar[bool] = False
 

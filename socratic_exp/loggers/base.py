@@ -37,5 +37,8 @@ class Logger(Component):
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Metrics the trainer does not report itself (evaluations, summaries)."""
 
+    def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
+        """Rows of samples (e.g. teacher guidance), as a table where the tracker has them."""
+
     def finish(self, exit_code: int = 0, summary: dict[str, Any] | None = None) -> None:
         """Close the run; a non-zero ``exit_code`` marks it failed."""

@@ -58,6 +58,14 @@ class WandbLogger(Logger):
         if self._run is not None:
             self._run.log({**metrics, "train/global_step": step})
 
+    def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
+        import wandb
+
+        if self._run is not None and rows:
+            columns = list(rows[0])
+            table = wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
+            self._run.log({name: table, "train/global_step": step})
+
     def finish(self, exit_code: int = 0, summary: dict[str, Any] | None = None) -> None:
         if self._run is None:
             return

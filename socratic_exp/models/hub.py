@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.errors import UserError
 from socratic_exp.models.base import ModelSpec, Student
@@ -30,27 +30,14 @@ class HubModel(ModelSpec):
         self.check("name", bool(self.name.strip()), "must name a Hub model or a local folder")
 
     def load(self, task: Task) -> Student:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        dtype = self.dtype
-        if dtype == "auto":
-            dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
-        common = {"revision": self.revision, "trust_remote_code": self.trust_remote_code}
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(self.name, padding_side="left", **common)
-            model = AutoModelForCausalLM.from_pretrained(
-                self.name, dtype=getattr(torch, dtype), attn_implementation=self.attn_implementation, **common
-            )
-        except OSError as err:
-            where = "local folder" if Path(self.name).exists() else "Hugging Face Hub model"
-            raise UserError(
-                f"model.name={self.name}: the {where} could not be loaded ({str(err).splitlines()[0][:160]})",
-                f"download it where there is network (`hf download {self.name}`) into the HF cache, "
-                "or set model.name to a local folder",
-            ) from None
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
+        model, tokenizer, dtype = load_pretrained(
+            self.name,
+            key="model.name",
+            dtype=self.dtype,
+            revision=self.revision,
+            trust_remote_code=self.trust_remote_code,
+            attn_implementation=self.attn_implementation,
+        )
         template_kwargs = {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
         return Student(
             model=model,
@@ -60,3 +47,37 @@ class HubModel(ModelSpec):
             chat_template_kwargs=template_kwargs,
             info={"name": self.name, "dtype": dtype, "parameters": model.num_parameters()},
         )
+
+
+def load_pretrained(
+    name: str,
+    *,
+    key: str,
+    dtype: str = "auto",
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+    attn_implementation: str | None = None,
+) -> tuple[Any, Any, str]:
+    """Model, left-padding tokenizer and the dtype chosen; a model that cannot be loaded is one clear line
+    naming ``key`` (the config key that chose it)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype == "auto":
+        dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+    common = {"revision": revision, "trust_remote_code": trust_remote_code}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, padding_side="left", **common)
+        model = AutoModelForCausalLM.from_pretrained(
+            name, dtype=getattr(torch, dtype), attn_implementation=attn_implementation, **common
+        )
+    except OSError as err:
+        where = "local folder" if Path(name).exists() else "Hugging Face Hub model"
+        raise UserError(
+            f"{key}={name}: the {where} could not be loaded ({str(err).splitlines()[0][:160]})",
+            f"download it where there is network (`hf download {name}`) into the HF cache, "
+            f"or set {key} to a local folder",
+        ) from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer, dtype

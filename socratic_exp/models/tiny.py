@@ -23,19 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from socratic_exp.models.base import ModelSpec, Student
 from socratic_exp.models.char_tokenizer import build_char_tokenizer, load_char_tokenizer
+from socratic_exp.run_folder import default_cache_dir
 
 if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task, WarmstartExample
 
 log = logging.getLogger(__name__)
 WARMSTART_FORMAT = 1  # bump when the corpus or training recipe changes in a way the settings do not show
-
-
-def default_cache_dir() -> Path:
-    root = os.environ.get("SOCRATIC_EXP_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "socratic_exp"
-    )
-    return Path(root)
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -61,6 +61,15 @@ def prompt_for(expression: str, context: str | None = None) -> str:
     return f"{context.rstrip()}\n{question}" if context else question
 
 
+_QUESTION = re.compile(r"Q:[ \t]*([0-9+\-*() \t]{1,256})=\?")
+
+
+def expression_in(prompt: str) -> str | None:
+    """The expression of the (last) question in a prompt, or None."""
+    matches = _QUESTION.findall(prompt)
+    return matches[-1].strip() if matches else None
+
+
 def extract_answer(completion: str) -> str | None:
     matches = _ANSWER.findall(completion)
     return str(int(matches[-1])) if matches else None

@@ -1,0 +1,296 @@
+"""``teacher=blackbox``: any OpenAI-compatible chat-completions server (vLLM, OpenAI, ``transformers serve``...).
+
+Requests go through the official ``openai`` client, asynchronously, at most ``max_concurrency`` at a time, on an
+event loop of their own (a background thread), so the trainer calls ``guide`` as a plain function. Each request
+has a timeout; 429, 5xx, timeouts, dropped connections and malformed replies are retried with exponential
+backoff and jitter (honouring ``Retry-After``); after the last retry the guidance falls back to the fixed retry
+prompt and counts as ``teacher/failures`` instead of crashing the run. At start-up one tiny request checks that
+the server answers, knows the model and accepts the key, and fails with one line when it does not.
+
+The API key is read from the environment variable named by ``api_key_env`` (servers that need none, such as a
+local vLLM, get a placeholder); it is never part of the config, logs or outputs. Responses are cached on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import random
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from socratic_exp.errors import UserError
+from socratic_exp.run_folder import default_cache_dir
+from socratic_exp.teachers.base import SOCRATICPO_TEMPLATE, GuidanceRequest, Teacher, render_template
+from socratic_exp.teachers.response_cache import ResponseCache, cache_key
+
+log = logging.getLogger("socratic_exp")
+T = TypeVar("T")
+NO_KEY = "EMPTY"  # what local servers without authentication accept
+FIXED_RETRY_PROMPT = "Your answer is incorrect. Please try again."
+
+
+class MalformedReply(Exception):
+    """The server answered 200 with something that is not a usable chat completion."""
+
+
+class _LoopThread:
+    """An asyncio loop in a daemon thread: synchronous callers submit coroutines and wait for their result."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="teacher-client", daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
+
+
+@dataclasses.dataclass(kw_only=True)
+class BlackboxTeacher(Teacher):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    template: str = SOCRATICPO_TEMPLATE
+    system_prompt: str | None = None
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 256
+    extra_body: dict[str, Any] = dataclasses.field(default_factory=dict)
+    max_concurrency: int = 32
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    backoff_s: float = 0.5
+    backoff_max_s: float = 20.0
+    fallback: str = FIXED_RETRY_PROMPT
+    cache: bool = True
+    cache_dir: str | None = None
+    check_server: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self._loop: _LoopThread | None = None
+        self._client: Any = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._cache: ResponseCache | None = None
+        self._jitter = random.Random(self.seed)
+        super().__post_init__()
+
+    def validate(self) -> None:
+        super().validate()
+        self.check("model", bool(self.model.strip()), "names no model", "set teacher.model=<the served model name>")
+        self.check(
+            "base_url",
+            self.base_url.startswith(("http://", "https://")),
+            "is not an http(s) URL",
+            "e.g. teacher.base_url=http://127.0.0.1:8000/v1",
+        )
+        self.check("template", "{question}" in self.template, "must contain {question}")
+        for name, bounds in (
+            ("temperature", {"ge": 0.0}),
+            ("top_p", {"gt": 0.0, "le": 1.0}),
+            ("max_tokens", {"ge": 1}),
+            ("max_concurrency", {"ge": 1}),
+            ("timeout_s", {"gt": 0.0}),
+            ("max_retries", {"ge": 0}),
+            ("backoff_s", {"ge": 0.0}),
+            ("backoff_max_s", {"ge": 0.0}),
+        ):
+            self.check_range(name, **bounds)
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self._loop is not None:
+            return
+        try:
+            from openai import AsyncOpenAI
+        except ImportError:  # pragma: no cover - a declared dependency
+            raise UserError("teacher=blackbox needs the openai package", "pip install openai") from None
+        api_key = os.environ.get(self.api_key_env) or NO_KEY
+        self._loop = _LoopThread()
+        # Retries are ours (with jitter, Retry-After and a fallback), so the client's own are off.
+        self._client = AsyncOpenAI(base_url=self.base_url, api_key=api_key, max_retries=0, timeout=self.timeout_s)
+        if self.cache:
+            path = Path(self.cache_dir) if self.cache_dir else default_cache_dir() / "teacher_responses"
+            self._cache = ResponseCache(path / "responses.sqlite")
+
+    def preflight(self) -> None:
+        self._start()
+        if self.check_server:
+            assert self._loop is not None
+            self._loop.run(self._check_server())
+
+    def attach(self, task: Any, student: Any) -> None:
+        self._start()
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        if self._client is not None:
+            self._loop.run(self._client.close())
+        self._loop.stop()
+        if self._cache is not None:
+            self._cache.close()
+        self._loop = self._client = self._cache = self._semaphore = None
+
+    # --- guidance ---------------------------------------------------------------------------------------------
+    def messages_for(self, request: GuidanceRequest) -> list[dict[str, str]]:
+        user = {"role": "user", "content": render_template(self.template, request)}
+        return [{"role": "system", "content": self.system_prompt}, user] if self.system_prompt else [user]
+
+    def _guide(self, requests: list[GuidanceRequest]) -> list[str]:
+        self._start()
+        assert self._loop is not None
+        return self._loop.run(self._guide_all(requests))
+
+    async def _guide_all(self, requests: list[GuidanceRequest]) -> list[str]:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        replies = await asyncio.gather(*(self._complete(self.messages_for(r)) for r in requests))
+        return [reply if reply is not None else self.fallback for reply in replies]
+
+    def _sampling(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "extra_body": self.extra_body,
+        }
+
+    async def _complete(self, messages: list[dict[str, str]]) -> str | None:
+        """One chat completion with retries; None after the last failure (the caller falls back)."""
+        import openai
+
+        key = cache_key(self.model, messages, self._sampling())
+        if self._cache is not None and (cached := self._cache.get(key)) is not None:
+            self.stats.add(cache_hits=1)
+            return cached
+        assert self._semaphore is not None
+        for attempt in range(self.max_retries + 1):
+            try:
+                async with self._semaphore:  # released while backing off
+                    response = await self._client.chat.completions.create(
+                        model=self.model, messages=messages, **self._sampling()
+                    )
+                text = _content(response)
+            except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError,
+                    MalformedReply, json.JSONDecodeError) as err:  # fmt: skip
+                if not _retryable(err) or attempt == self.max_retries:
+                    self._count_failure(err)
+                    return None
+                self.stats.add(retries=1)
+                await asyncio.sleep(self._delay(attempt, err))
+                continue
+            usage = getattr(response, "usage", None)
+            if usage is not None:
+                self.stats.add(prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0)
+            if self._cache is not None:
+                self._cache.put(key, text)
+            return text
+        return None  # pragma: no cover - the loop always returns
+
+    def _delay(self, attempt: int, err: Exception) -> float:
+        """Exponential backoff with jitter; a server's Retry-After wins when it is within ``backoff_max_s``."""
+        response = getattr(err, "response", None)
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        try:
+            if retry_after is not None and 0 <= float(retry_after) <= self.backoff_max_s:
+                return float(retry_after)
+        except ValueError:
+            pass
+        ceiling = min(self.backoff_max_s, self.backoff_s * 2**attempt)
+        return ceiling * (0.5 + 0.5 * self._jitter.random())
+
+    def _count_failure(self, err: Exception) -> None:
+        self.stats.add(failures=1)
+        log.warning("teacher request failed, using the fallback guidance: %s", _describe(err))
+
+    # --- start-up check ---------------------------------------------------------------------------------------
+    async def _check_server(self) -> None:
+        import openai
+
+        where = f"teacher server at {self.base_url}"
+        key_set = bool(os.environ.get(self.api_key_env))
+        try:
+            for attempt in range(self.max_retries + 1):  # a server still warming up may answer 429 / 503
+                try:
+                    await self._client.chat.completions.create(
+                        model=self.model,
+                        messages=[{"role": "user", "content": "ping"}],
+                        max_tokens=1,
+                        timeout=min(self.timeout_s, 30.0),
+                    )
+                    return
+                except openai.APIStatusError as err:
+                    if not _retryable(err) or attempt == self.max_retries:
+                        raise
+                    await asyncio.sleep(self._delay(attempt, err))
+        except openai.AuthenticationError:
+            problem = (
+                f"rejected the API key in ${self.api_key_env}"
+                if key_set
+                else f"needs an API key (${self.api_key_env} is not set)"
+            )
+            raise UserError(f"{where} {problem}", f"export {self.api_key_env}=<a valid key>") from None
+        except openai.PermissionDeniedError as err:
+            raise UserError(
+                f"{where} refused access (HTTP 403: {_describe(err)})", f"check the key in ${self.api_key_env}"
+            ) from None
+        except openai.NotFoundError:
+            raise UserError(
+                f"{where} does not serve model {self.model!r}{await self._served_models()}",
+                "set teacher.model to a served model, or serve it (see the README)",
+            ) from None
+        except openai.APIConnectionError as err:
+            raise UserError(
+                f"{where} is unreachable ({_describe(err)})",
+                "start the server (README: `vllm serve ...`) or fix teacher.base_url",
+            ) from None
+        except openai.APIStatusError as err:
+            raise UserError(f"{where} answered HTTP {err.status_code} to a test request ({_describe(err)})") from None
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as err:
+            raise UserError(
+                f"{where} answered a test request with a malformed reply ({_describe(err)})",
+                "check that teacher.base_url is an OpenAI-compatible /v1 endpoint",
+            ) from None
+
+    async def _served_models(self) -> str:
+        try:
+            models = [m.id async for m in self._client.models.list()]
+        except Exception:  # listing is a courtesy; many servers do not offer it
+            return ""
+        return f" (it serves: {', '.join(models[:8])})" if models else ""
+
+
+def _content(response: Any) -> str:
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise MalformedReply("no choices in the reply")
+    content = getattr(choices[0].message, "content", None)
+    if not isinstance(content, str) or not content.strip():
+        raise MalformedReply("empty message in the reply")
+    return content.strip()
+
+
+def _retryable(err: Exception) -> bool:
+    import openai
+
+    if isinstance(err, openai.APIStatusError):
+        return err.status_code in (408, 409, 425, 429) or err.status_code >= 500
+    return True  # connection errors, timeouts, malformed replies
+
+
+def _describe(err: Exception) -> str:
+    status = getattr(err, "status_code", None)
+    text = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    return f"HTTP {status}: {text}" if status else f"{type(err).__name__}: {text}"
