@@ -110,6 +110,8 @@ def extend_context(context: Context, attempt: str, guidance: str) -> Context:
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 _LETTER = re.compile(r"^[A-Z]$")
+# Numbers that name a line ("step 3") or are denied ("is not 13") do not state an answer.
+_NOT_A_STATEMENT = re.compile(r"\b(?:(?:step|line|attempt)s?|not)\s+-?\d+(?:\.\d+)?", re.IGNORECASE)
 
 
 def _as_number(text: str) -> float | None:
@@ -129,7 +131,7 @@ def states_answer(guidance: str, answer: str | None, question: str = "") -> bool
     answer = (answer or "").strip()
     if not answer or not guidance:
         return False
-    guidance = guidance[:20_000]
+    guidance = _NOT_A_STATEMENT.sub(" ", guidance[:20_000])
     value = _as_number(answer)
     if value is not None:
         numbers = {_as_number(m.group()) for m in _NUMBER.finditer(guidance)}
@@ -138,7 +140,7 @@ def states_answer(guidance: str, answer: str | None, question: str = "") -> bool
         if value not in {_as_number(m.group()) for m in _NUMBER.finditer(question)}:
             return True
         plain = re.escape(answer if "." not in answer else answer.rstrip("0").rstrip("."))
-        return bool(re.search(rf"(?:=|\bis|A:|answer\W{{0,12}})\s*{plain}(?![\d.])", guidance, re.IGNORECASE))
+        return bool(re.search(rf"(?:=|\bis|A:|answer\W{{0,12}})\s*{plain}(?!\d|\.\d)", guidance, re.IGNORECASE))
     if _LETTER.match(answer):
         letter = re.escape(answer)
         pattern = rf"(?:answer|option|choice)\s*(?:is|:)?\s*\(?{letter}\b|\({letter}\)|<answer>\s*{letter}\s*</answer>"
