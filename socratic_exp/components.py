@@ -40,6 +40,8 @@ class Components:
 def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> Components:
     """Instantiate every group's option (which checks types and ranges) and check the choices fit together."""
     choices = dict(choices or {})
+    for key in sorted(OmegaConf.missing_keys(cfg)):  # a mandatory value (???) left unset
+        raise ConfigError(key, NO_VALUE, "has no value", f"set it on the command line: {key}=<value>")
     built: dict[str, Any] = {}
     for group in GROUPS:
         node = cfg.get(group)

@@ -20,7 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp.components import GROUPS, Components, build_components
-from socratic_exp.errors import NO_VALUE, ConfigError, UserError
+from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.loggers.base import Logger, RunInfo
 from socratic_exp.run_folder import MetricsFile, RunRecord, redact, scrub_hydra_files
 from socratic_exp.teachers.base import Teacher
@@ -69,7 +69,7 @@ def run_job(cfg: DictConfig) -> float | None:
     if is_main:
         scrub_hydra_files(run_dir)
     try:
-        config = resolved_config(cfg)
+        config = OmegaConf.to_container(cfg, resolve=True)
         components = build_components(cfg, choices)
         _check_resume(cfg, run_dir)
         if cfg.dry_run:
@@ -90,17 +90,6 @@ def run_job(cfg: DictConfig) -> float | None:
         if multirun:
             return None
         sys.exit(2 if isinstance(err, UserError) else 1)
-
-
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain data; a mandatory value left unset (``???``) is a one-line error naming its key."""
-    from omegaconf.errors import MissingMandatoryValue
-
-    try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
-    except MissingMandatoryValue as err:
-        key = err.full_key or "?"
-        raise ConfigError(key, NO_VALUE, "has no value", f"set it on the command line: {key}=<value>") from None
 
 
 def _fail(

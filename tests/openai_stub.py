@@ -8,11 +8,17 @@ Each chat-completion request takes the next entry of ``faults`` (then answers no
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # the default backlog (5) makes bursts of connections wait for SYN retries
+    daemon_threads = True
 
 
 class StubServer:
@@ -35,8 +41,7 @@ class StubServer:
         self.requests = 0
         self.authorizations: list[str] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -61,6 +66,11 @@ class StubServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # Without this, a response split into header and body segments waits ~40 ms for a delayed ACK.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -124,3 +134,14 @@ def _completion(model: str, text: str) -> dict[str, Any]:
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
+
+
+if __name__ == "__main__":  # a stand-alone server, e.g. for benchmarks in a process of their own
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--delay", type=float, default=0.0)
+    args = parser.parse_args()
+    with StubServer(delay_s=args.delay) as server:
+        print(server.url, flush=True)
+        threading.Event().wait()

@@ -83,6 +83,15 @@ BAD_INPUTS = [
     (["objective=eval/acc"], "objective='eval/acc': is not a metric the evaluation reports"),
     (["objective=eval/pass@4", "eval.pass_k=2"], "objective='eval/pass@4': is not a metric"),
     (["logger.mode=sometimes"], "logger.mode='sometimes': expected one of"),
+    (["teacher=blackbox"], "teacher.model: has no value"),
+    (["teacher=blackbox", "teacher.model=m", "teacher.max_concurrency=0"], "teacher.max_concurrency=0: must be >= 1"),
+    (["teacher=blackbox", "teacher.model=m", "teacher.base_url=localhost:8000"], "is not an http(s) URL"),
+    (["teacher=blackbox", "teacher.model=m", "teacher.timeout_s=0"], "teacher.timeout_s=0.0: must be > 0"),
+    (["teacher=llm", "teacher.backend=vllm"], "teacher.backend='vllm': self-guidance"),
+    (["teacher=llm", "teacher.template=hello"], "teacher.template='hello': must contain {question}"),
+    (["teacher=rule", "teacher.min_occurrences=0"], "teacher.min_occurrences=0: must be >= 1"),
+    (["teacher=rule", "eval.assisted_attempts=0"], "eval.assisted_attempts=0: must be >= 1"),
+    (["objective=eval/assisted_acc"], "objective='eval/assisted_acc': is not a metric"),
 ]
 
 
@@ -95,11 +104,12 @@ def test_bad_inputs_fail_with_their_message(overrides, message):
     assert "fix:" in str(raised.value) or isinstance(raised.value, ConfigError)
 
 
-def test_validation_does_not_import_heavy_libraries():
+@pytest.mark.parametrize("overrides", [[], ["teacher=rule"], ["teacher=llm"], ["teacher=qwen27b"]])
+def test_validation_does_not_import_heavy_libraries(overrides):
     code = (
         "import sys; from socratic_exp.hydra_support import compose;"
-        "from socratic_exp.components import build_components; build_components(compose());"
-        "heavy = [m for m in ('torch', 'transformers', 'trl', 'wandb', 'datasets') if m in sys.modules];"
+        f"from socratic_exp.components import build_components; build_components(compose(*{overrides!r}));"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'wandb', 'datasets', 'openai') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

@@ -179,10 +179,13 @@ class BlackboxTeacher(Teacher):
         for attempt in range(self.max_retries + 1):
             try:
                 async with self._semaphore:  # released while backing off
-                    response = await self._client.chat.completions.create(
+                    # The raw reply, parsed here: cheaper than the client's typed models, and a malformed reply
+                    # is ours to detect (and retry).
+                    raw = await self._client.chat.completions.with_raw_response.create(
                         model=self.model, messages=messages, **self._sampling()
                     )
-                text = _content(response)
+                reply = json.loads(raw.text)
+                text = _content(reply)
             except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError,
                     MalformedReply, json.JSONDecodeError) as err:  # fmt: skip
                 if not _retryable(err) or attempt == self.max_retries:
@@ -191,9 +194,10 @@ class BlackboxTeacher(Teacher):
                 self.stats.add(retries=1)
                 await asyncio.sleep(self._delay(attempt, err))
                 continue
-            usage = getattr(response, "usage", None)
-            if usage is not None:
-                self.stats.add(prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0)
+            usage = reply.get("usage") or {}
+            self.stats.add(
+                prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0
+            )
             if self._cache is not None:
                 self._cache.put(key, text)
             return text
@@ -272,11 +276,12 @@ class BlackboxTeacher(Teacher):
         return f" (it serves: {', '.join(models[:8])})" if models else ""
 
 
-def _content(response: Any) -> str:
-    choices = getattr(response, "choices", None)
-    if not choices:
-        raise MalformedReply("no choices in the reply")
-    content = getattr(choices[0].message, "content", None)
+def _content(reply: Any) -> str:
+    """The first choice's message text of a chat-completion reply (a parsed JSON object)."""
+    try:
+        content = reply["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise MalformedReply("no message in the reply") from None
     if not isinstance(content, str) or not content.strip():
         raise MalformedReply("empty message in the reply")
     return content.strip()
