@@ -28,6 +28,8 @@ TRACKED_PACKAGES = (
     "hydra-core",
     "omegaconf",
     "wandb",
+    "openai",
+    "vllm",
 )
 _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 REDACTED = "<redacted>"
