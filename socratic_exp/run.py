@@ -24,6 +24,7 @@ from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.loggers.base import Logger, RunInfo
 from socratic_exp.run_folder import MetricsFile, RunRecord, redact, scrub_hydra_files
 from socratic_exp.teachers.base import Teacher
+from socratic_exp.teachers.none import NoTeacher
 
 log = logging.getLogger("socratic_exp")
 NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run")  # already in the name, or not a setting
@@ -191,7 +192,8 @@ class Experiment:
             splits = c.task.build()
             student = c.model.load(c.task)
             c.teacher.attach(c.task, student)
-            evaluator = Evaluator(c.task, splits["eval"], c.eval, c.teacher)
+            assistant = None if isinstance(c.teacher, NoTeacher) else c.teacher
+            evaluator = Evaluator(c.task, splits["eval"], c.eval, assistant)
             data = (
                 splits.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"]}]})
                 if student.chat
