@@ -42,8 +42,6 @@ class Diagnosis:
     wrote: ex.Step | None = None  # the student's wrong step
     expected: ex.Step | None = None  # the operation it should have done there (for slips and miscopies)
     order_only: bool = False  # a precedence error between + and - (left-to-right order), not around *
-    final_value: int | None = None  # the value the student's steps arrive at
-    answer_line: int | None = None  # the value on the student's A: line
 
 
 def diagnose(expr: ex.Expr, completion: str) -> Diagnosis:
@@ -75,13 +73,11 @@ def diagnose(expr: ex.Expr, completion: str) -> Diagnosis:
         return Diagnosis("copy", number, step, target)
     final = state.value if isinstance(state, ex.Num) else None
     if not has_answer_line:
-        return Diagnosis("no_answer", final_value=final)
+        return Diagnosis("no_answer")
     if final is None:
         # Stopped early (or skipped writing steps): the trace does not reach one number.
-        return Diagnosis("format" if unreadable or not steps else "copy", len(steps) or None, answer_line=answer)
-    if answer != final:
-        return Diagnosis("copy", final_value=final, answer_line=answer)
-    return Diagnosis(None, final_value=final, answer_line=answer)
+        return Diagnosis("format" if unreadable or not steps else "copy", len(steps) or None)
+    return Diagnosis("copy" if answer != final else None)
 
 
 def _read_trace(completion: str) -> tuple[list[ex.Step], int | None, bool, bool]:

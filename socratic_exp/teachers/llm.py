@@ -64,10 +64,6 @@ class LLMTeacher(Teacher):
             "use teacher.backend=transformers, or set teacher.model to a separate teacher model",
         )
 
-    @property
-    def self_guided(self) -> bool:
-        return self._teacher is not None and self._teacher.info.get("self_guidance", False)
-
     def attach(self, task: Task, student: Student) -> None:
         from socratic_exp.models.base import Student as StudentCls
 
