@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component
+from socratic_exp.tasks.base import render_prompt
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -44,13 +45,14 @@ class EvalSettings(Component):
         return [f"{prefix}/{name}" for name in names]
 
 
-def as_model_input(student: Student, prompt: str) -> str:
-    """The text the model sees: the raw prompt, or the prompt as a user turn of the chat template."""
-    if not student.chat:
-        return prompt
-    messages = [{"role": "user", "content": prompt}]
+def as_model_input(student: Student, prompt: str, instruction: str = "") -> str:
+    """The text the model sees: the plain prompt (after the task's instruction, if any), or for chat models the
+    instruction as the system turn and the prompt as the user turn of the chat template (``render_prompt``)."""
+    rendered = render_prompt(prompt, instruction, student.chat)
+    if isinstance(rendered, str):
+        return rendered
     return student.tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=False, **student.chat_template_kwargs
+        rendered, add_generation_prompt=True, tokenize=False, **student.chat_template_kwargs
     )
 
 
@@ -65,6 +67,7 @@ def generate(
     num_return_sequences: int = 1,
     progress: str | None = None,
     seed: int | None = None,
+    instruction: str = "",
 ) -> list[str]:
     """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order).
 
@@ -84,7 +87,7 @@ def generate(
             if seed is not None:
                 torch.manual_seed(seed)
             for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=progress is None, leave=False):
-                texts = [as_model_input(student, p) for p in prompts[start : start + batch_size]]
+                texts = [as_model_input(student, p, instruction) for p in prompts[start : start + batch_size]]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 with torch.inference_mode():
                     generated = model.generate(
@@ -125,10 +128,16 @@ class Evaluator:
         prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
         answers = [row["answer"] for row in self.rows]
         levels = [row.get("difficulty") for row in self.rows]
-        common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size}
+        common = {
+            "max_new_tokens": settings.max_new_tokens,
+            "batch_size": settings.batch_size,
+            "instruction": self.task.instruction(),
+        }
         greedy = generate(student, prompts, progress=f"{prefix}: greedy", **common)
         verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
         metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels)
+        # no answer could be read (the verifiers' format / empty / truncated reasons): format errors, kept apart
+        # from wrong answers
         metrics[f"{prefix}/no_answer"] = sum(v.extracted is None for v in verdicts) / len(verdicts)
         if settings.pass_k:
             k = settings.pass_k
