@@ -28,6 +28,7 @@ TRACKED_PACKAGES = (
     "hydra-core",
     "omegaconf",
     "wandb",
+    "math-verify",
 )
 _SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 REDACTED = "<redacted>"
