@@ -128,6 +128,8 @@ class Evaluator:
         prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
         answers = [row["answer"] for row in self.rows]
         levels = [row.get("difficulty") for row in self.rows]
+        group_key = self.task.metric_group
+        groups = [row.get(group_key) for row in self.rows] if group_key else None
         common = {
             "max_new_tokens": settings.max_new_tokens,
             "batch_size": settings.batch_size,
@@ -135,7 +137,7 @@ class Evaluator:
         }
         greedy = generate(student, prompts, progress=f"{prefix}: greedy", **common)
         verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
-        metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels)
+        metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels, groups)
         # no answer could be read (the verifiers' format / empty / truncated reasons): format errors, kept apart
         # from wrong answers
         metrics[f"{prefix}/no_answer"] = sum(v.extracted is None for v in verdicts) / len(verdicts)
@@ -153,12 +155,14 @@ class Evaluator:
             )
             scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
             per_prompt = [scores[i * k : (i + 1) * k] for i in range(len(prompts))]
-            metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels)
-            metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels)
+            metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels, groups)
+            metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels, groups)
         return metrics
 
 
-def _by_level(name: str, values: list[float], levels: list[Any]) -> dict[str, float]:
+def _by_level(name: str, values: list[float], levels: list[Any], groups: list[Any] | None = None) -> dict[str, float]:
+    """The mean, per difficulty (``name/d3``) and, for tasks with a ``metric_group``, per group (``name/physics``)
+    with their unweighted mean (``name/group_mean``, the papers' average across domains)."""
     metrics = {name: sum(values) / len(values)}
     grouped: dict[Any, list[float]] = defaultdict(list)
     for value, level in zip(values, levels, strict=True):
@@ -166,4 +170,13 @@ def _by_level(name: str, values: list[float], levels: list[Any]) -> dict[str, fl
             grouped[level].append(value)
     for level in sorted(grouped):
         metrics[f"{name}/d{level}"] = sum(grouped[level]) / len(grouped[level])
+    if groups is not None:
+        by_group: dict[str, list[float]] = defaultdict(list)
+        for value, group in zip(values, groups, strict=True):
+            if group is not None:
+                by_group[str(group)].append(value)
+        means = {group: sum(v) / len(v) for group, v in sorted(by_group.items())}
+        metrics |= {f"{name}/{group}": mean for group, mean in means.items()}
+        if means:
+            metrics[f"{name}/group_mean"] = sum(means.values()) / len(means)
     return metrics

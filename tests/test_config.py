@@ -95,6 +95,7 @@ BAD_INPUTS = [
     (["seed=-3"], "seed=-3: must be an integer >= 0"),
     (["objective=eval/acc"], "objective='eval/acc': is not a metric the evaluation reports"),
     (["objective=eval/pass@4", "eval.pass_k=2"], "objective='eval/pass@4': is not a metric"),
+    (["objective=eval/greedy_acc/group_mean"], "objective='eval/greedy_acc/group_mean': is not a metric"),
     (["logger.mode=sometimes"], "logger.mode='sometimes': expected one of"),
 ]
 

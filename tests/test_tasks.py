@@ -514,3 +514,14 @@ def test_every_task_option_validates_without_data():
     ):
         task = build_components(compose(f"task={option}")).task
         assert task.instruction()
+
+
+def test_evaluation_breaks_accuracy_down_by_domain():
+    from socratic_exp.evaluation import _by_level
+
+    metrics = _by_level("eval/greedy_acc", [1.0, 0.0, 1.0, 1.0], [0, 0, 0, 0], ["physics", "physics", "biology", None])
+    assert metrics["eval/greedy_acc"] == 0.75
+    assert (metrics["eval/greedy_acc/physics"], metrics["eval/greedy_acc/biology"]) == (0.5, 1.0)
+    assert metrics["eval/greedy_acc/group_mean"] == 0.75  # unweighted over domains
+    assert SciKnowEvalTask.metric_group == "domain" and Gsm8kTask.metric_group is None
+    build_components(compose("task=sciknoweval", "objective=eval/greedy_acc/group_mean"))

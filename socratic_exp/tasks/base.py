@@ -50,6 +50,7 @@ class Task(Component):
     """
 
     config_group: ClassVar[str] = "task"
+    metric_group: ClassVar[str | None] = None  # a row field that evaluation also breaks accuracy down by
 
     seed: int = 0
     data_files: dict[str, str] | None = None

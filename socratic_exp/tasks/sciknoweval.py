@@ -61,6 +61,7 @@ class SciKnowEvalTask(BenchmarkTask):
     shuffle_options: bool = False
 
     name: ClassVar[str] = "sciknoweval"
+    metric_group: ClassVar[str | None] = "domain"  # accuracy per domain and their unweighted mean, as papers report
     hub_splits: ClassVar[dict[str, str]] = {"all": "test"}  # one Hub split, divided here
 
     def validate(self) -> None:
