@@ -488,6 +488,14 @@ def test_dry_run_with_local_files(run_app, data_dir):
     assert "config OK" in proc.stdout and "task=gsm8k" in proc.stdout
 
 
+def test_the_tiny_model_refuses_real_benchmarks(run_app, data_dir):
+    files = f"task.data_files={{train:{data_dir}/gsm8k/train.jsonl,eval:{data_dir}/gsm8k/test.jsonl}}"
+    proc, _ = run_app("task=gsm8k", files, "logger=none", timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    assert "error: model=tiny: its character tokenizer and 256-character context are made for" in proc.stderr
+    assert "model=qwen3_0_6b" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_missing_hub_dataset_offline_is_one_line(run_app, tmp_path):
     env = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     proc, outputs = run_app("task=gsm8k", "logger=none", env=env, timeout=180)

@@ -51,6 +51,7 @@ class Task(Component):
 
     config_group: ClassVar[str] = "task"
     metric_group: ClassVar[str | None] = None  # a row field that evaluation also breaks accuracy down by
+    fits_tiny_model: ClassVar[bool] = False  # short ASCII prompts the built-in character-level model can learn
 
     seed: int = 0
     data_files: dict[str, str] | None = None
