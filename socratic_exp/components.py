@@ -56,7 +56,8 @@ def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> 
         raise _unknown_key("eval", err, EvalSettings) from None
     components = Components(**built, eval=eval_settings, choices=choices)
     check_compatible(components)
-    _check_top_level(cfg, eval_settings, has_teacher=not isinstance(components.teacher, NoTeacher))
+    has_teacher = not isinstance(components.teacher, NoTeacher)
+    _check_top_level(cfg, eval_settings, components.task, has_teacher)
     return components
 
 
@@ -106,12 +107,14 @@ def check_compatible(components: Components) -> None:
     algorithm.check_compatible(components)
 
 
-def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, has_teacher: bool) -> None:
+def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, task: Task, has_teacher: bool) -> None:
     seed = cfg.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError("seed", seed, "must be an integer >= 0")
     objective, known = cfg.get("objective"), eval_settings.metric_names(teacher=has_teacher)
-    if str(objective).rsplit("/d", 1)[0] not in known:
+    grouped = task.metric_group is not None  # such tasks also report <metric>/group_mean (e.g. across domains)
+    base = (str(objective).removesuffix("/group_mean") if grouped else str(objective)).rsplit("/d", 1)[0]
+    if base not in known:
         raise ConfigError("objective", objective, "is not a metric the evaluation reports", f"use one of {known}")
     resume = cfg.get("resume")
     if resume not in (None, "auto") and not isinstance(resume, str):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component
+from socratic_exp.tasks.base import render_prompt
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -49,14 +50,15 @@ class EvalSettings(Component):
         return [f"{prefix}/{name}" for name in names]
 
 
-def as_model_input(student: Student, prompt: Context) -> str:
-    """The text the model sees: a plain prompt as it is, or chat messages (a bare prompt becomes a user turn)
-    through the chat template."""
-    if isinstance(prompt, str) and not student.chat:
-        return prompt
-    messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+def as_model_input(student: Student, prompt: Context, instruction: str = "") -> str:
+    """The text the model sees. A row's prompt goes through ``render_prompt`` (the task's instruction as the system
+    turn of a chat model, or as a preamble of a plain prompt); a context already built (chat messages, or the plain
+    text of an interaction) is taken as it is."""
+    rendered = render_prompt(prompt, instruction, student.chat) if isinstance(prompt, str) else prompt
+    if isinstance(rendered, str):
+        return rendered
     return student.tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=False, **student.chat_template_kwargs
+        rendered, add_generation_prompt=True, tokenize=False, **student.chat_template_kwargs
     )
 
 
@@ -71,6 +73,7 @@ def generate(
     num_return_sequences: int = 1,
     progress: str | None = None,
     seed: int | None = None,
+    instruction: str = "",
 ) -> list[str]:
     """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order).
 
@@ -90,7 +93,7 @@ def generate(
             if seed is not None:
                 torch.manual_seed(seed)
             for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=progress is None, leave=False):
-                texts = [as_model_input(student, p) for p in prompts[start : start + batch_size]]
+                texts = [as_model_input(student, p, instruction) for p in prompts[start : start + batch_size]]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 with torch.inference_mode():
                     generated = model.generate(
@@ -133,10 +136,18 @@ class Evaluator:
         prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
         answers = [row["answer"] for row in self.rows]
         levels = [row.get("difficulty") for row in self.rows]
-        common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size}
+        group_key = self.task.metric_group
+        groups = [row.get(group_key) for row in self.rows] if group_key else None
+        common = {
+            "max_new_tokens": settings.max_new_tokens,
+            "batch_size": settings.batch_size,
+            "instruction": self.task.instruction(),
+        }
         greedy = generate(student, prompts, progress=f"{prefix}: greedy", **common)
         verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
-        metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels)
+        metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels, groups)
+        # no answer could be read (the verifiers' format / empty / truncated reasons): format errors, kept apart
+        # from wrong answers
         metrics[f"{prefix}/no_answer"] = sum(v.extracted is None for v in verdicts) / len(verdicts)
         if self.teacher is not None:
             metrics |= self._assisted(student, prefix, prompts, greedy, verdicts)
@@ -154,8 +165,8 @@ class Evaluator:
             )
             scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
             per_prompt = [scores[i * k : (i + 1) * k] for i in range(len(prompts))]
-            metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels)
-            metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels)
+            metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels, groups)
+            metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels, groups)
         return metrics
 
     def _assisted(
@@ -167,7 +178,8 @@ class Evaluator:
 
         assert self.teacher is not None
         history = [[Attempt(c, v.score, v.reason)] for c, v in zip(greedy, verdicts, strict=True)]
-        contexts: list[Context] = [[{"role": "user", "content": p}] if student.chat else p for p in prompts]
+        instruction = self.task.instruction()
+        contexts: list[Context] = [render_prompt(p, instruction, student.chat) for p in prompts]
         with self.teacher.separate_stats() as stats:
             for _ in range(self.settings.assisted_attempts - 1):
                 active = [i for i, tries in enumerate(history) if tries[-1].score < 1.0]
@@ -187,17 +199,21 @@ class Evaluator:
                     max_new_tokens=self.settings.max_new_tokens,
                     batch_size=self.settings.batch_size,
                     progress=f"{prefix}: assisted",
-                )
+                )  # the contexts already hold the instruction: no ``instruction`` here
                 for i, completion in zip(active, retries, strict=True):
                     verdict = self.task.verify(completion, self.rows[i]["answer"])
                     history[i].append(Attempt(completion, verdict.score, verdict.reason))
         levels = [row.get("difficulty") for row in self.rows]
+        group_key = self.task.metric_group
+        groups = [row.get(group_key) for row in self.rows] if group_key else None
         solved = [max(attempt.score for attempt in tries) for tries in history]
-        metrics = _by_level(f"{prefix}/assisted_acc", solved, levels)
+        metrics = _by_level(f"{prefix}/assisted_acc", solved, levels, groups)
         return metrics | {f"{prefix}/{name}": value for name, value in stats.drain().items()}
 
 
-def _by_level(name: str, values: list[float], levels: list[Any]) -> dict[str, float]:
+def _by_level(name: str, values: list[float], levels: list[Any], groups: list[Any] | None = None) -> dict[str, float]:
+    """The mean, per difficulty (``name/d3``) and, for tasks with a ``metric_group``, per group (``name/physics``)
+    with their unweighted mean (``name/group_mean``, the papers' average across domains)."""
     metrics = {name: sum(values) / len(values)}
     grouped: dict[Any, list[float]] = defaultdict(list)
     for value, level in zip(values, levels, strict=True):
@@ -205,4 +221,13 @@ def _by_level(name: str, values: list[float], levels: list[Any]) -> dict[str, fl
             grouped[level].append(value)
     for level in sorted(grouped):
         metrics[f"{name}/d{level}"] = sum(grouped[level]) / len(grouped[level])
+    if groups is not None:
+        by_group: dict[str, list[float]] = defaultdict(list)
+        for value, group in zip(values, groups, strict=True):
+            if group is not None:
+                by_group[str(group)].append(value)
+        means = {group: sum(v) / len(v) for group, v in sorted(by_group.items())}
+        metrics |= {f"{name}/{group}": mean for group, mean in means.items()}
+        if means:
+            metrics[f"{name}/group_mean"] = sum(means.values()) / len(means)
     return metrics

@@ -165,6 +165,7 @@ class Experiment:
         from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
         from socratic_exp.evaluation import Evaluator
         from socratic_exp.plots import plot_learning_curves
+        from socratic_exp.tasks.base import render_prompt
 
         c, cfg = self.c, self.cfg
         set_seed(cfg.seed)
@@ -194,9 +195,11 @@ class Experiment:
             c.teacher.attach(c.task, student)
             assistant = None if isinstance(c.teacher, NoTeacher) else c.teacher
             evaluator = Evaluator(c.task, splits["eval"], c.eval, assistant)
+            instruction = c.task.instruction()
+            # the same rendering as evaluation's: chat messages (system + user) or the plain prompt
             data = (
-                splits.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"]}]})
-                if student.chat
+                splits.map(lambda row: {"prompt": render_prompt(row["prompt"], instruction, student.chat)})
+                if student.chat or instruction
                 else splits
             )
             if "initial" not in self.record.data:

@@ -28,6 +28,7 @@ TRACKED_PACKAGES = (
     "hydra-core",
     "omegaconf",
     "wandb",
+    "math-verify",
     "openai",
     "vllm",
 )

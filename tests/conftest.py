@@ -14,7 +14,16 @@ from socratic_exp.hydra_support import compose  # noqa: F401  (re-exported for t
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# the real benchmark files (never copied into the repo); SOCRATIC_EXP_DATA points elsewhere
+SHARED_DATA = Path(os.environ.get("SOCRATIC_EXP_DATA") or ROOT.parent / "shared" / "data")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real benchmark files; tests that need them skip when the folder is absent."""
+    if not (SHARED_DATA / "gsm8k" / "test.jsonl").is_file():
+        pytest.skip(f"real benchmark files not found in {SHARED_DATA} (set SOCRATIC_EXP_DATA)")
+    return SHARED_DATA
 
 
 @pytest.fixture(scope="session")

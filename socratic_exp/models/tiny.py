@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from socratic_exp.errors import UserError
 from socratic_exp.models.base import ModelSpec, Student
 from socratic_exp.models.char_tokenizer import build_char_tokenizer, load_char_tokenizer
 from socratic_exp.run_folder import default_cache_dir
@@ -67,6 +68,12 @@ class TinyModel(ModelSpec):
         from filelock import FileLock
         from transformers import AutoModelForCausalLM
 
+        if not task.fits_tiny_model:  # before the warm-start, which would train it on text it cannot model
+            raise UserError(
+                f"model=tiny: its character tokenizer and {self.max_length}-character context are made for the "
+                f"arithmetic testbed, not {type(task).__name__}",
+                "use a Hub model for real benchmarks, e.g. model=qwen3_0_6b",
+            )
         path = self.cache_path(task)
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):

@@ -94,6 +94,7 @@ class ArithmeticTask(Task):
     preamble_share: float = 0.15
 
     name: ClassVar[str] = "arithmetic"
+    fits_tiny_model: ClassVar[bool] = True
 
     def validate(self) -> None:
         super().validate()

@@ -16,6 +16,18 @@ SPLITS = ("train", "eval", "probe")
 
 # A warm-start example is a list of text segments, each marked trainable (loss) or context only (masked).
 WarmstartExample = list[tuple[str, bool]]
+Messages = list[dict[str, str]]
+
+
+def render_prompt(prompt: str, instruction: str, chat: bool) -> str | Messages:
+    """A row's prompt as the model gets it: chat messages (instruction as the system turn, then the user turn) for
+    chat models, else plain text (the instruction, a blank line, the prompt). The one place both forms are made:
+    evaluation and the trainers' datasets go through it."""
+    if chat:
+        return ([{"role": "system", "content": instruction}] if instruction else []) + [
+            {"role": "user", "content": prompt}
+        ]
+    return f"{instruction}\n\n{prompt}" if instruction else prompt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,10 +44,14 @@ class Task(Component):
     """A task builds ``train`` / ``eval`` / ``probe`` splits and verifies completions.
 
     Rows carry ``prompt`` and ``answer`` (strings), ``difficulty`` (int) and ``index`` (the row's position, which
-    samplers use to route rewards back to questions), plus optional ``reference`` (a worked solution).
+    samplers use to route rewards back to questions), plus optional ``reference`` (a worked solution). The
+    ``prompt`` is the question alone; ``instruction()`` (how to answer) becomes the system turn of chat models or
+    a preamble of plain prompts (see ``render_prompt``).
     """
 
     config_group: ClassVar[str] = "task"
+    metric_group: ClassVar[str | None] = None  # a row field that evaluation also breaks accuracy down by
+    fits_tiny_model: ClassVar[bool] = False  # short ASCII prompts the built-in character-level model can learn
 
     seed: int = 0
     data_files: dict[str, str] | None = None
@@ -58,6 +74,10 @@ class Task(Component):
 
     def verify(self, completion: str, answer: str) -> Verdict:
         raise NotImplementedError
+
+    def instruction(self) -> str:
+        """How to answer (e.g. the final-answer format); empty for tasks whose prompts say it themselves."""
+        return ""
 
     # --- shared behaviour -------------------------------------------------------------------------------------
     def score(self, completion: str, answer: str) -> float:

@@ -1,0 +1,183 @@
+"""``task=sciknoweval``: SciKnowEval's reasoning (L3) multiple-choice questions, as in SocraticPO, SDPO and VPD.
+
+Records are HICAI-ZJU/SciKnowEval rows: ``{"question", "choices": {"text", "label"}, "answerKey", "answer",
+"type", "domain", "details": {"level", "task", "subtask", "source"}}``, from the Hub (``hicai-zju/SciKnowEval``,
+split ``test``, all levels) or from a local copy of the repository's ``raw_data/`` folder (``task.data_dir``,
+read as ``<Domain>/<level>/*.jsonl``, files in name order).
+
+Selection: ``domain`` (chemistry / physics / biology / material / all), ``level`` (L3) and ``types``. By default
+only ``mcq-4-choices``, the filter SDPO applies; ``mcq-2-choices`` can be added, and ``true_or_false`` too (its
+``Yes`` / ``No`` answers get the yes/no verifier). ``filling`` and ``open-ended-qa`` answers are free text with no
+reliable verifier, so they are refused.
+
+Split, SDPO-style: each domain's selected rows, in source order, go through ``datasets``'
+``train_test_split(test_size=test_ratio, seed=split_seed)`` (0.1 and 42, SDPO's ``split_tasks.py``); with
+``domain=all`` every domain is split on its own and the parts are concatenated, so each domain's eval questions
+are the same as with that domain alone. With the Hub's record order the split is SDPO's; a local ``raw_data``
+copy gives the same kind of split over the files' order. Exact duplicates are kept (SDPO keeps them).
+
+Prompts list the options as ``A. ...`` lines after the question; the instruction asks for
+``<reasoning>...</reasoning><answer>X</answer>`` and the verifier reads the letter in the last ``<answer>`` tag.
+``shuffle_options`` re-orders each question's options with a seed derived from ``split_seed`` and the question (the
+same order in every run), which removes answer-position bias such as the 39% "B" answers of
+``general_physics_calculation``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from socratic_exp.errors import UserError
+from socratic_exp.tasks import verifiers
+from socratic_exp.tasks.base import Verdict
+from socratic_exp.tasks.benchmark import BenchmarkTask, Row
+from socratic_exp.tasks.hub_data import Located, Record, field, read_file, text
+
+log = logging.getLogger(__name__)
+DOMAINS = ("biology", "chemistry", "material", "physics")
+CHOICE_TYPES = ("mcq-4-choices", "mcq-2-choices")
+YES_NO_TYPES = ("true_or_false",)
+FREE_TEXT_TYPES = ("filling", "open-ended-qa")
+
+CHOICE_INSTRUCTION = (
+    "Answer the following multiple-choice question. First think it through inside <reasoning>...</reasoning>, "
+    "then give only the letter of the correct option inside <answer>...</answer>, for example <answer>A</answer>."
+)
+YES_NO_NOTE = " For a yes/no question, the answer is Yes or No, for example <answer>Yes</answer>."
+
+
+@dataclasses.dataclass(kw_only=True)
+class SciKnowEvalTask(BenchmarkTask):
+    hub_name: str = "hicai-zju/SciKnowEval"
+    data_dir: str | None = None
+    domain: Literal["chemistry", "physics", "biology", "material", "all"] = "chemistry"
+    level: str = "L3"
+    types: list[str] = dataclasses.field(default_factory=lambda: ["mcq-4-choices"])
+    test_ratio: float = 0.1
+    shuffle_options: bool = False
+
+    name: ClassVar[str] = "sciknoweval"
+    metric_group: ClassVar[str | None] = "domain"  # accuracy per domain and their unweighted mean, as papers report
+    hub_splits: ClassVar[dict[str, str]] = {"all": "test"}  # one Hub split, divided here
+
+    def validate(self) -> None:
+        super().validate()
+        if self.data_dir is not None:
+            self.check(
+                "data_dir",
+                Path(self.data_dir).is_dir(),
+                "is not a folder",
+                "point it at SciKnowEval's raw_data/ folder (holding <Domain>/L3/*.jsonl)",
+            )
+        self.check("types", bool(self.types), "selects no question type", f"use some of {CHOICE_TYPES}")
+        for kind in self.types:
+            self.check(
+                "types",
+                kind in CHOICE_TYPES + YES_NO_TYPES,
+                f"{kind!r} has no verifier" if kind in FREE_TEXT_TYPES else f"{kind!r} is not a SciKnowEval type",
+                f"use some of {list(CHOICE_TYPES + YES_NO_TYPES)} (free-text types are not verifiable)",
+            )
+        self.check_range("test_ratio", gt=0.0, lt=1.0)
+
+    def instruction(self) -> str:
+        if self.system_prompt is not None:
+            return self.system_prompt
+        return CHOICE_INSTRUCTION + (YES_NO_NOTE if set(self.types) & set(YES_NO_TYPES) else "")
+
+    # --- loading ----------------------------------------------------------------------------------------------
+    def domains(self) -> tuple[str, ...]:
+        return DOMAINS if self.domain == "all" else (self.domain,)
+
+    def records(self, split: str) -> list[Located]:
+        if split in (self.data_files or {}) or split != "all" or self.data_dir is None:
+            return super().records(split)
+        files = sorted(
+            path
+            for domain in self.domains()
+            for path in (Path(self.data_dir) / domain.capitalize() / self.level).glob("*.jsonl")
+        )
+        if not files:
+            wanted = ", ".join(f"{d.capitalize()}/{self.level}/*.jsonl" for d in self.domains())
+            raise UserError(
+                f"task.data_dir={self.data_dir!r}: no {wanted} files", "point it at SciKnowEval's raw_data/ folder"
+            )
+        return [located for path in files for located in read_file(str(path))]
+
+    def data_key(self, split: str) -> str:
+        return "task.data_dir" if split == "all" else super().data_key(split)
+
+    def pools(self) -> dict[str, list[Row]]:
+        given = set(self.data_files or {})
+        split = self.sdpo_split() if {"train", "eval"} - given else {}
+        pools = {name: self.load_rows(name) if name in given else split[name] for name in ("train", "eval")}
+        return {name: [row for row in rows if row["prompt"]] for name, rows in pools.items()}
+
+    def sdpo_split(self) -> dict[str, list[Row]]:
+        """Each domain split on its own with ``datasets``' ``train_test_split`` (SDPO's procedure)."""
+        from datasets import Dataset
+
+        rows = self.load_rows("all")
+        parts: dict[str, list[Row]] = {"train": [], "eval": []}
+        for domain in self.domains():
+            mine = [row for row in rows if row["domain"] == domain]
+            if len(mine) < 2:
+                continue
+            positions = Dataset.from_dict({"i": list(range(len(mine)))})
+            halves = positions.train_test_split(test_size=self.test_ratio, seed=self.split_seed)
+            parts["train"] += [mine[i] for i in halves["train"]["i"]]
+            parts["eval"] += [mine[i] for i in halves["test"]["i"]]
+        return parts
+
+    def to_row(self, record: Record, where: str) -> Row | None:
+        kind = record.get("type")
+        domain = str(record.get("domain") or "").lower()
+        details = record.get("details") if isinstance(record.get("details"), dict) else {}
+        if kind not in self.types or domain not in self.domains() or details.get("level") != self.level:
+            return None
+        question = text(record, where, self.name, "question").strip()
+        if kind in YES_NO_TYPES:
+            answer = verifiers.yes_no(text(record, where, self.name, "answer"))
+            if answer is None:
+                raise UserError(f"{where}: malformed sciknoweval row: a true_or_false answer must be Yes or No")
+            prompt = f"{question}\n\nAnswer Yes or No."
+        else:
+            prompt, answer = self._choice_prompt(record, where, question)
+            if not prompt:
+                log.warning("%s: choices.text and choices.label differ in length; question left out", where)
+        return {
+            "prompt": prompt,
+            "answer": answer,
+            "difficulty": 0,
+            "domain": domain,
+            "subtask": str(details.get("subtask") or details.get("task") or ""),
+            "type": kind,
+        }
+
+    def _choice_prompt(self, record: Record, where: str, question: str) -> tuple[str, str]:
+        choices = field(record, where, self.name, "choices")
+        labels = choices.get("label") if isinstance(choices, dict) else None
+        options = choices.get("text") if isinstance(choices, dict) else None
+        key = str(record.get("answerKey") or "").strip()
+        if labels and options and key in labels and len(labels) != len(options):
+            return "", ""  # an upstream defect (5 texts for 4 labels): kept for the split's positions, dropped after
+        if not labels or not options or key not in labels:
+            raise UserError(
+                f"{where}: malformed sciknoweval row: choices.label / choices.text / answerKey do not fit together",
+                "each multiple-choice row needs choices {text: [...], label: [...]} and an answerKey among the labels",
+            )
+        order = list(range(len(options)))  # order[new position] = old position
+        if self.shuffle_options:
+            random.Random(f"{self.split_seed}-options-{question}-{options}").shuffle(order)
+        letters = [chr(ord("A") + i) for i in range(len(options))]
+        lines = "\n".join(f"{letter}. {options[old]}" for letter, old in zip(letters, order, strict=True))
+        return f"{question}\n\n{lines}", letters[order.index(labels.index(key))]
+
+    # --- verifier ---------------------------------------------------------------------------------------------
+    def verify(self, completion: str, answer: str) -> Verdict:
+        if answer in ("Yes", "No"):
+            return verifiers.verify_yes_no(completion, answer)
+        return verifiers.verify_choice(completion, answer)
