@@ -60,7 +60,8 @@ def test_verifier_scores_gold_and_wrong(task, splits):
         assert task.score(row["reference"], row["answer"]) == 1.0
         assert task.score(f"A: {int(row['answer']) + 1}", row["answer"]) == 0.0
     assert task.verify("4*2=8\n3+8=11\nA: 11\n", "11").reason == "correct"
-    assert task.verify("A: 12", "11").reason == "wrong answer 12"
+    assert task.verify("A: 12", "11").reason == "wrong"
+    assert task.verify("12", "12").reason == "format"
     assert task.verify("the answer is 11", "11").extracted is None
     assert task.score("A: 5\nHint: no\nA: 11", "11") == 1.0  # the last answer line counts
     assert task.score("A: 011", "11") == 1.0

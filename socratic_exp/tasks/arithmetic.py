@@ -210,10 +210,10 @@ class ArithmeticTask(Task):
     def verify(self, completion: str, answer: str) -> Verdict:
         got = extract_answer(completion if isinstance(completion, str) else str(completion))
         if got is None:
-            return Verdict(0.0, "no final 'A: <integer>' line")
+            return Verdict(0.0, "format")  # no final 'A: <integer>' line
         if got == answer.strip():
             return Verdict(1.0, "correct", got)
-        return Verdict(0.0, f"wrong answer {got}", got)
+        return Verdict(0.0, "wrong", got)
 
     # --- warm-start corpus ------------------------------------------------------------------------------------
     def misconception_of(self, expr: ex.Expr) -> list[str]:
