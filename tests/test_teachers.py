@@ -53,6 +53,7 @@ PLANTED = [
     ("5-3+2", "I think it is about seven", "format", None),
     ("5-3+2", "", "format", None),
     ("(4+4)*(2+1)", "2+1=3\n4+4=8\n8*3=24\nA: 24\n", None, None),
+    ("5+(5*9+4)", "5*9=45\n4+45=49\n5+49=54\nA: 54\n", None, None),  # + and * in either order
     ("9-2-3", "2-3=-1\n9--1=10\nA: 10\n", "precedence", 1),
     ("9-2-(3+1)", "2-3=-1\n-1+1=0\n9-0=9\nA: 9\n", "parentheses", 1),
 ]

@@ -104,8 +104,9 @@ class GRPO(Algorithm):
         """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
         import torch
 
+        # GRPO's own fields only: a subclass's extra settings are its own, not GRPOConfig's.
         knobs = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("batch_size", "trl_args")
+            f.name: getattr(self, f.name) for f in dataclasses.fields(GRPO) if f.name not in ("batch_size", "trl_args")
         }
         if knobs["bf16"] is None:
             knobs["bf16"] = torch.cuda.is_available() and torch.cuda.is_bf16_supported()

@@ -53,9 +53,7 @@ def diagnose(expr: ex.Expr, completion: str) -> Diagnosis:
         if isinstance(state, ex.Num):
             return Diagnosis("format", number, step)  # more steps than operations
         legal = _reducible(state)
-        same = [
-            node for node in legal if (node.left.value, node.op, node.right.value) == (step.left, step.op, step.right)
-        ]
+        same = [node for node in legal if _same_operation(node, step)]
         if same:
             value = ex.apply(step.op, step.left, step.right)
             if step.result != value:
@@ -99,6 +97,14 @@ def _read_trace(completion: str) -> tuple[list[ex.Step], int | None, bool, bool]
         value = _ANSWER.match(lines[answer_at]).group(1)  # type: ignore[union-attr]
         answer = int(value) if value else None
     return steps[:MAX_STEPS], answer, answer_at is not None, unreadable
+
+
+def _same_operation(node: ex.BinOp, step: ex.Step) -> bool:
+    """The step computes this node (the operands of + and * in either order)."""
+    left, right = node.left.value, node.right.value  # type: ignore[union-attr]
+    if node.op != step.op:
+        return False
+    return (step.left, step.right) == (left, right) or (node.op != "-" and (step.right, step.left) == (left, right))
 
 
 def _reducible(expr: ex.Expr) -> list[ex.BinOp]:

@@ -1,0 +1,379 @@
+"""``algorithm=socraticpo``: Socratic Policy Optimization (SocraticPO, arXiv 2606.09887) on TRL's GRPOTrainer.
+
+**Interactive rollout (Section 4.1, Algorithm 1).** Each rollout makes up to ``max_attempts`` (K) student attempts.
+After a wrong attempt k < K the teacher's guidance f(k) is appended and the student tries again from
+c(k+1) = c(k) || y(k) || f(k); solved rollouts leave the active set, and the loop ends when it is empty. Only the
+active rollouts are generated again. A rollout is trained as one sequence, prompt x then y(1) f(1) y(2) ... y(L):
+the student's tokens of attempt k are conditioned on exactly c(k), as generated, and the teacher's tokens are
+context only (TRL's ``env_mask``: zero loss weight). Each attempt keeps its own reward and advantage (a per-token
+advantage tensor, which TRL's loss accepts), so with TRL's token-level loss (``loss_type=dapo``) this is the same
+objective as training every attempt as a sample of its own, without recomputing the shared context K times.
+
+**Step-wise rewards with reward decay (Eq. 16-19).** r(1) = delta(1); for k >= 2, r(k) = mu_{k-1} * delta(k), where
+mu_{k-1} is the mean reward of all active attempts of steps 1..k-1 in the (global) batch; wrong attempts get 0.
+``reward_decay=false`` gives any correct attempt the full reward (the paper's "w/o rd").
+
+**Backends.** ``reinforce_pp`` (the paper's): attempt advantages normalised over the whole batch of attempts
+(Eq. 20: (r - mean) / (std + eps)), and the KL to the initial policy folded into the reward as in REINFORCE++
+(``kl_coef``: each token's advantage loses kl_coef times the k1 KL summed over the rest of its attempt); TRL's own
+KL term (``beta``) is off. ``grpo``: group-relative normalisation within each prompt's group of rollouts, all of
+their attempts included, and TRL's ``beta`` KL in the loss. Both differ from TRL's GRPO default, which normalises
+one reward per completion within its group.
+
+The rollout uses TRL's ``rollout_func`` hook (``_generate_single_turn`` for the generation itself, so vLLM works
+as for GRPO); the subclass exists because TRL has no per-attempt rewards, teacher turns or reward decay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from socratic_exp.algorithms.grpo import GRPO
+from socratic_exp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import RunContext
+    from socratic_exp.components import Components
+
+
+TURN_BUDGET = 96  # tokens reserved for a guidance turn when checking that another attempt fits
+
+
+def decayed_rewards(outcomes: Sequence[Sequence[float]], decay: bool = True) -> list[list[float]]:
+    """Step-wise rewards of each rollout's attempts (Eq. 17-19).
+
+    ``outcomes[i]`` holds delta for each attempt rollout i made (a rollout stops at its first correct attempt, so
+    rollout i is active at step k when it has a k-th attempt). Without ``decay`` the reward is delta itself.
+    """
+    rewards = [[0.0] * len(attempts) for attempts in outcomes]
+    if not decay:
+        return [[float(d) for d in attempts] for attempts in outcomes]
+    total, count = 0.0, 0  # running sums over the active attempts of steps 1..k-1
+    steps = max((len(attempts) for attempts in outcomes), default=0)
+    for k in range(steps):
+        scale = 1.0 if k == 0 else (total / count if count else 0.0)
+        active = [i for i, attempts in enumerate(outcomes) if len(attempts) > k]
+        for i in active:
+            rewards[i][k] = scale * float(outcomes[i][k])
+        total += sum(rewards[i][k] for i in active)
+        count += len(active)
+    return rewards
+
+
+def normalized_advantages(
+    rewards: Sequence[Sequence[float]], groups: Sequence[int] | None = None, eps: float = 1e-6
+) -> list[list[float]]:
+    """(r - mean) / (std + eps) over all attempts of the batch (Eq. 20), or within each group of rollouts."""
+    keys = list(groups) if groups is not None else [0] * len(rewards)
+    pooled: dict[int, list[float]] = {}
+    for key, attempts in zip(keys, rewards, strict=True):
+        pooled.setdefault(key, []).extend(attempts)
+    stats = {}
+    for key, values in pooled.items():
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        stats[key] = (mean, std)
+    return [
+        [(r - stats[key][0]) / (stats[key][1] + eps) for r in attempts]
+        for key, attempts in zip(keys, rewards, strict=True)
+    ]
+
+
+@dataclasses.dataclass(kw_only=True)
+class SocraticPO(GRPO):
+    max_attempts: int = 3
+    reward_decay: bool = True
+    backend: Literal["reinforce_pp", "grpo"] = "reinforce_pp"
+    guidance: Literal["teacher", "fixed_retry"] = "teacher"
+    retry_prompt: str = "Hint: try again."
+    kl_coef: float = 0.0
+    advantage_eps: float = 1e-6
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_range("max_attempts", ge=1, le=16)
+        self.check_range("kl_coef", ge=0.0)
+        self.check_range("advantage_eps", gt=0.0)
+        self.check("retry_prompt", bool(self.retry_prompt.strip()), "is empty", "give the fixed retry line")
+        self.check(
+            "beta",
+            not (self.backend == "reinforce_pp" and self.beta > 0),
+            "is TRL's KL in the loss; the reinforce_pp backend folds the KL into the reward instead",
+            "use algorithm.kl_coef with backend=reinforce_pp, or algorithm.backend=grpo",
+        )
+        self.check(
+            "kl_coef",
+            not (self.backend == "grpo" and self.kl_coef > 0),
+            "folds the KL into the reward, which only the reinforce_pp backend does",
+            "use algorithm.beta with backend=grpo",
+        )
+
+    def check_compatible(self, components: Components) -> None:
+        from socratic_exp.teachers.none import NoTeacher
+
+        if self.guidance == "teacher" and isinstance(components.teacher, NoTeacher):
+            raise ConfigError(
+                "teacher",
+                "none",
+                "algorithm=socraticpo with guidance=teacher needs a teacher",
+                "choose one (e.g. teacher=rule), or algorithm.guidance=fixed_retry",
+            )
+
+    def build_trainer(self, ctx: RunContext) -> Any:
+        from trl import GRPOTrainer
+
+        sampler = ctx.components.sampler
+        trainer_cls = sampler.trainer_class(_trainer_class(GRPOTrainer))
+        return trainer_cls(
+            model=ctx.student.model,
+            reward_funcs=[_trajectory_return],
+            args=self.grpo_config(ctx),
+            train_dataset=ctx.data["train"],
+            processing_class=ctx.student.tokenizer,
+            callbacks=ctx.callbacks,
+            socratic=self,
+            components=ctx.components,
+            chat=ctx.student.chat,
+        )
+
+
+def _trajectory_return(completions: list[Any], trajectory_return: list[float], **_: Any) -> list[float]:
+    """R(tau) = sum of the attempts' rewards (Eq. 14), computed by the rollout (TRL logs it as the reward)."""
+    return list(trajectory_return)
+
+
+_trajectory_return.__name__ = "socratic_return"
+
+
+@dataclasses.dataclass
+class _Rollout:
+    """One rollout's attempts: the (start, end) of each attempt's tokens in the packed completion, and delta."""
+
+    segments: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    outcomes: list[float] = dataclasses.field(default_factory=list)
+
+
+def _trainer_class(base: type) -> type:
+    """The trainer, built on ``base`` (TRL's GRPOTrainer) when first needed so that importing this module stays
+    light."""
+
+    class SocraticPOTrainer(base):  # type: ignore[misc, valid-type]
+        """TRL's GRPOTrainer with SocraticPO's interactive rollout (``rollout_func``) and per-attempt advantages."""
+
+        def __init__(self, *args: Any, socratic: SocraticPO, components: Components, chat: bool, **kwargs: Any):
+            os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
+            self.socratic = socratic
+            self.components = components
+            self.chat = chat
+            self._rows: list[dict[str, Any]] = []
+            self._rollouts: list[_Rollout] = []
+            super().__init__(*args, rollout_func=self._interactive_rollout, **kwargs)
+            self.ref_policy = None
+            if socratic.backend == "reinforce_pp" and socratic.kl_coef > 0:
+                from trl.models import create_reference_model
+
+                self.ref_policy = create_reference_model(self.accelerator.unwrap_model(self.model))
+
+        # --- rollout ------------------------------------------------------------------------------------------
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            self._rows = inputs  # the rollout needs the rows' answers; TRL hands it only the prompts
+            output = super()._generate_and_score_completions(inputs)
+            output["advantages"] = self._token_advantages(output)
+            return output
+
+        def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+            settings, task = self.socratic, self.components.task
+            tokenizer = self.processing_class
+            eos_ids = set(self.eos_token_ids)
+            mode = "train" if self.model.training else "eval"
+            prompt_ids, images, multimodal = self._tokenize_prompts(prompts)
+            contexts = [list(ids) for ids in prompt_ids]
+            packed: list[list[int]] = [[] for _ in prompts]
+            env_mask: list[list[int]] = [[] for _ in prompts]
+            rollouts = [_Rollout() for _ in prompts]
+            attempts: list[list[Any]] = [[] for _ in prompts]
+            active = list(range(len(prompts)))
+            generated_tokens = teacher_seconds = 0.0
+            # A rollout stops early when another guidance turn and attempt would not fit the model's context.
+            limit = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
+            room = limit - self.max_completion_length if limit else None
+            for k in range(settings.max_attempts):
+                if k == 0:
+                    new_ids, _ = self._generate_single_turn(prompt_ids, images, multimodal, self.num_generations)
+                else:
+                    new_ids, _ = self._generate_single_turn([contexts[i] for i in active], None, {}, 1)
+                texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True)
+                wrong = []
+                for i, ids, text in zip(active, new_ids, texts, strict=True):
+                    verdict = task.verify(text, self._rows[i]["answer"])
+                    solved = verdict.score >= 1.0
+                    no_room = room is not None and len(contexts[i]) + len(ids) + TURN_BUDGET > room
+                    last = solved or k == settings.max_attempts - 1 or no_room
+                    ids = list(ids)
+                    if not last and not self.chat:
+                        while ids and ids[-1] in eos_ids:  # a plain context continues after the text, not an EOS
+                            ids.pop()
+                    start = len(packed[i])
+                    packed[i] += ids
+                    env_mask[i] += [1] * len(ids)
+                    rollouts[i].segments.append((start, len(packed[i])))
+                    rollouts[i].outcomes.append(float(solved))
+                    attempts[i].append(_attempt(text, verdict))
+                    contexts[i] += ids
+                    generated_tokens += len(ids)
+                    if not last:
+                        wrong.append(i)
+                if not wrong:
+                    break
+                started = time.perf_counter()
+                guidance = self._guidance(wrong, prompts, attempts)
+                teacher_seconds += time.perf_counter() - started
+                for i, text in zip(wrong, guidance, strict=True):
+                    turn = self._turn_ids(prompts[i], text, ends_with_eos=bool(packed[i]) and packed[i][-1] in eos_ids)
+                    packed[i] += turn
+                    env_mask[i] += [0] * len(turn)
+                    contexts[i] += turn
+                active = wrong
+            self._rollouts = rollouts
+            returns = self._rewards_and_metrics(rollouts, mode, generated_tokens, teacher_seconds)
+            self.components.sampler.observe([row["index"] for row in self._rows], [r.outcomes[0] for r in rollouts])
+            return {
+                "prompt_ids": prompt_ids,
+                "completion_ids": packed,
+                "logprobs": None,
+                "env_mask": env_mask,
+                "trajectory_return": returns,
+            }
+
+        def _guidance(self, wrong: list[int], prompts: list[Any], attempts: list[list[Any]]) -> list[str]:
+            if self.socratic.guidance == "fixed_retry":
+                return [self.socratic.retry_prompt] * len(wrong)
+            from socratic_exp.teachers.base import GuidanceRequest
+
+            requests = [
+                GuidanceRequest(
+                    _question(prompts[i]),
+                    tuple(attempts[i]),
+                    self._rows[i]["answer"],
+                    self._rows[i].get("reference"),
+                )
+                for i in wrong
+            ]
+            return self.components.teacher.guide(requests)
+
+        def _turn_ids(self, prompt: Any, guidance: str, ends_with_eos: bool) -> list[int]:
+            """The tokens between the end of an attempt and the start of the next: the guidance, as a user turn of
+            the chat template, or as the next line of a plain prompt."""
+            tokenizer = self.processing_class
+            if not self.chat:
+                return tokenizer(guidance.strip() + "\n", add_special_tokens=False)["input_ids"]
+            marker = "\x00ATTEMPT\x00"
+            messages = [*prompt, {"role": "assistant", "content": marker}, {"role": "user", "content": guidance}]
+            text = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, **(self.chat_template_kwargs or {})
+            )
+            glue = text[text.index(marker) + len(marker) :]
+            eos = tokenizer.eos_token or ""
+            if ends_with_eos and eos and glue.startswith(eos):
+                glue = glue[len(eos) :]  # the attempt's own end-of-turn token is already in place
+            return tokenizer(glue, add_special_tokens=False)["input_ids"]
+
+        # --- rewards and advantages ---------------------------------------------------------------------------
+        def _gathered_outcomes(self, rollouts: list[_Rollout]) -> list[list[float]]:
+            """Every process's outcome table (rollouts x attempts), in TRL's global order."""
+            import torch
+
+            K = self.socratic.max_attempts
+            local = torch.full((len(rollouts), K), -1.0, device=self.accelerator.device)
+            for i, rollout in enumerate(rollouts):
+                local[i, : len(rollout.outcomes)] = torch.tensor(rollout.outcomes)
+            table = self.accelerator.gather(local).tolist()
+            return [[d for d in row if d >= 0] for row in table]
+
+        def _rewards_and_metrics(
+            self, rollouts: list[_Rollout], mode: str, generated_tokens: float, teacher_seconds: float
+        ) -> list[float]:
+            settings = self.socratic
+            outcomes = self._gathered_outcomes(rollouts)
+            rewards = decayed_rewards(outcomes, decay=settings.reward_decay)
+            groups = [i // self.num_generations for i in range(len(outcomes))] if settings.backend == "grpo" else None
+            self._attempt_advantages = normalized_advantages(rewards, groups, settings.advantage_eps)
+            offset = self.accelerator.process_index * len(rollouts)
+            self._local = slice(offset, offset + len(rollouts))
+            metrics = attempt_metrics(outcomes, rewards, settings.max_attempts)
+            metrics["generated_tokens"] = generated_tokens
+            metrics["teacher_seconds"] = teacher_seconds
+            for name, value in metrics.items():
+                self._metrics[mode][f"socraticpo/{name}"].append(value)
+            return [sum(r) for r in rewards[self._local]]
+
+        def _token_advantages(self, output: dict[str, Any]) -> Any:
+            import torch
+
+            completion_ids = output["completion_ids"]
+            advantages = torch.zeros(completion_ids.shape, device=completion_ids.device)
+            kl_to_go = self._kl_to_go(output) if self.ref_policy is not None else None
+            for i, (rollout, values) in enumerate(
+                zip(self._rollouts, self._attempt_advantages[self._local], strict=True)
+            ):
+                for (start, end), value in zip(rollout.segments, values, strict=True):
+                    advantages[i, start:end] = value
+                    if kl_to_go is not None:
+                        segment = kl_to_go[i, start:end]
+                        # the KL return-to-go within the attempt: sum over this and later tokens of the attempt
+                        advantages[i, start:end] -= self.socratic.kl_coef * segment.flip(0).cumsum(0).flip(0)
+            return advantages
+
+        def _kl_to_go(self, output: dict[str, Any]) -> Any:
+            """Per-token k1 KL (log pi - log pi_ref) of the sampled tokens, zero outside the student's tokens."""
+            import torch
+
+            input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            keep = output["completion_ids"].size(1)
+            with torch.no_grad():
+                logps, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention, keep)
+                ref_logps, _, _ = self._get_per_token_logps_and_entropies(self.ref_policy, input_ids, attention, keep)
+            mask = output["completion_mask"] * output.get("tool_mask", 1)
+            return (logps - ref_logps) * mask
+
+    return SocraticPOTrainer
+
+
+def attempt_metrics(outcomes: list[list[float]], rewards: list[list[float]], max_attempts: int) -> dict[str, float]:
+    """Unassisted accuracy (attempt 1), guided accuracy after each step, correction rate p_k among the active
+    rollouts, mean reward before and after decay, and attempts per rollout."""
+    n = len(outcomes)
+    flat_outcomes = [d for row in outcomes for d in row]
+    flat_rewards = [r for row in rewards for r in row]
+    metrics = {
+        "unassisted_acc": sum(row[0] for row in outcomes) / n,
+        "reward_before_decay": sum(flat_outcomes) / len(flat_outcomes),
+        "reward_after_decay": sum(flat_rewards) / len(flat_rewards),
+        "attempts_per_rollout": len(flat_outcomes) / n,
+    }
+    for k in range(max_attempts):
+        active = [row for row in outcomes if len(row) > k]
+        metrics[f"guided_acc/step{k + 1}"] = sum(any(row[: k + 1]) for row in outcomes) / n
+        metrics[f"active_share/step{k + 1}"] = len(active) / n
+        if active:
+            metrics[f"correction_rate/step{k + 1}"] = sum(row[k] for row in active) / len(active)
+    return metrics
+
+
+def _attempt(text: str, verdict: Any) -> Any:
+    from socratic_exp.teachers.base import Attempt
+
+    return Attempt(text, verdict.score, verdict.reason)
+
+
+def _question(prompt: Any) -> str:
+    """The question as the teacher should read it: the plain prompt, or the last user turn of chat messages."""
+    if isinstance(prompt, str):
+        return prompt
+    return next(m["content"] for m in reversed(prompt) if m["role"] == "user")
