@@ -20,12 +20,30 @@ def config_dir() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).parent.parent / "conf"
 
 
+def sweeps_dir() -> Path:
+    """The packaged copy of ``sweeps/``, else the checkout's."""
+    packaged = Path(__file__).parent / "sweeps"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "sweeps"
+
+
+def register_sweeps() -> None:
+    """Each ``sweeps/<name>.yaml`` becomes the option ``+sweep=<name>`` (a global overlay, usually with
+    ``hydra.mode: MULTIRUN`` and ``hydra.sweeper.params``). The paper grids live at the top of the repository, apart
+    from the component options in ``conf/``, so they are registered here rather than found on the search path."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for path in sorted(sweeps_dir().glob("*.yaml")):
+        store.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")
+
+
 def compose(*overrides: str) -> DictConfig:
     """The composed config for ``overrides``, as the app would see it (for notebooks, scripts and tests)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     register_resolvers()
+    register_sweeps()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
 

@@ -11,7 +11,7 @@ from conftest import compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.algorithms.socraticpo import attempt_metrics, decayed_rewards, normalized_advantages
+from socratic_exp.algorithms.socraticpo import attempt_metrics, decayed_rewards, frozen_copy, normalized_advantages
 
 
 @st.composite
@@ -235,3 +235,18 @@ def test_socraticpo_needs_a_teacher_for_teacher_guidance():
     with pytest.raises(ConfigError, match="needs a teacher"):
         build_components(compose("algorithm=socraticpo", "teacher=none"), {"algorithm": "socraticpo"})
     build_components(compose("algorithm=socraticpo", "teacher=none", "algorithm.guidance=fixed_retry"))
+
+
+@pytest.mark.slow
+def test_teacher_student_kl_is_zero_for_the_same_weights_and_positive_otherwise(rollout_trainer):
+    import torch
+
+    trainer, output, _, _ = rollout_trainer
+    trainer.kl_teacher = frozen_copy(trainer.model)
+    assert trainer._teacher_student_kl(output) == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():
+        for parameter in trainer.kl_teacher.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    assert trainer._teacher_student_kl(output) > 1e-3  # and the student's own weights did not move with the copy
+    assert not torch.equal(next(trainer.kl_teacher.parameters()), next(trainer.model.parameters()))
+    trainer.kl_teacher = None

@@ -93,12 +93,14 @@ class SocraticPO(GRPO):
     retry_prompt: str = "Hint: try again."
     kl_coef: float = 0.0
     advantage_eps: float = 1e-6
+    teacher_kl_every: int = 1  # steps between teacher-student KL diagnostics (0: off; needs a local teacher model)
 
     def validate(self) -> None:
         super().validate()
         self.check_range("max_attempts", ge=1, le=16)
         self.check_range("kl_coef", ge=0.0)
         self.check_range("advantage_eps", gt=0.0)
+        self.check_range("teacher_kl_every", ge=0)
         self.check("retry_prompt", bool(self.retry_prompt.strip()), "is empty", "give the fixed retry line")
         self.check(
             "beta",
@@ -173,18 +175,56 @@ def _trainer_class(base: type) -> type:
             self._rows: list[dict[str, Any]] = []
             self._rollouts: list[_Rollout] = []
             super().__init__(*args, rollout_func=self._interactive_rollout, **kwargs)
+            self.kl_teacher = self._kl_teacher_model() if socratic.teacher_kl_every else None
             self.ref_policy = None
             if socratic.backend == "reinforce_pp" and socratic.kl_coef > 0:
-                from trl.models import create_reference_model
+                from trl.trainer.utils import add_fused_lm_head
 
-                self.ref_policy = create_reference_model(self.accelerator.unwrap_model(self.model))
+                self.ref_policy = frozen_copy(self.accelerator.unwrap_model(self.model))
+                # TRL computes log-probabilities through its fused LM head; the copy needs the same patch
+                add_fused_lm_head(self.ref_policy, temperature=self.temperature)
 
         # --- rollout ------------------------------------------------------------------------------------------
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             self._rows = inputs  # the rollout needs the rows' answers; TRL hands it only the prompts
             output = super()._generate_and_score_completions(inputs)
             output["advantages"] = self._token_advantages(output)
+            if self.kl_teacher is not None and self.state.global_step % self.socratic.teacher_kl_every == 0:
+                mode = "train" if self.model.training else "eval"
+                self._metrics[mode]["socraticpo/teacher_student_kl"].append(self._teacher_student_kl(output))
             return output
+
+        def _kl_teacher_model(self) -> Any:
+            """The teacher's model when the KL diagnostic applies: a separate local model sharing the student's
+            tokenizer (self-guidance would read 0; a remote teacher has no distributions to compare)."""
+            from socratic_exp.teachers.llm import LLMTeacher
+
+            teacher = self.components.teacher
+            model = teacher.separate_model() if isinstance(teacher, LLMTeacher) else None
+            if model is None or model[1].get_vocab() != self.processing_class.get_vocab():
+                return None
+            return model[0]
+
+        def _teacher_student_kl(self, output: dict[str, Any]) -> float:
+            """Mean KL(student || teacher) over the student's tokens (the paper's Figure 6), one row at a time so
+            that only two vocabulary-sized distributions per row are in memory."""
+            import torch
+
+            input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            mask = (output["completion_mask"] * output.get("tool_mask", 1)).float()
+            keep = output["completion_ids"].size(1)
+            total = count = 0.0
+            with torch.no_grad():
+                for row in range(input_ids.size(0)):
+                    ids, att = input_ids[row : row + 1], attention[row : row + 1]
+                    student = _logits(self.model, ids, att)[0, -keep - 1 : -1]
+                    teacher = _logits(self.kl_teacher, ids, att)[0, -keep - 1 : -1]
+                    log_p, log_q = student.log_softmax(-1), teacher.log_softmax(-1)
+                    per_token = (log_p.exp() * (log_p - log_q)).sum(-1)
+                    total += float((per_token * mask[row]).sum())
+                    count += float(mask[row].sum())
+            return total / max(count, 1.0)
 
         def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
             settings, task = self.socratic, self.components.task
@@ -198,7 +238,7 @@ def _trainer_class(base: type) -> type:
             rollouts = [_Rollout() for _ in prompts]
             attempts: list[list[Any]] = [[] for _ in prompts]
             active = list(range(len(prompts)))
-            generated_tokens = teacher_seconds = 0.0
+            generated_tokens = generation_slots = teacher_seconds = 0.0
             # A rollout stops early when another guidance turn and attempt would not fit the model's context.
             limit = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
             room = limit - self.max_completion_length if limit else None
@@ -208,6 +248,8 @@ def _trainer_class(base: type) -> type:
                 else:
                     new_ids, _ = self._generate_single_turn([contexts[i] for i in active], None, {}, 1)
                 texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True)
+                # a padded batch computes every row until its longest completion ends
+                generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
                 wrong = []
                 for i, ids, text in zip(active, new_ids, texts, strict=True):
                     verdict = task.verify(text, self._rows[i]["answer"])
@@ -241,6 +283,7 @@ def _trainer_class(base: type) -> type:
                 active = wrong
             self._rollouts = rollouts
             returns = self._rewards_and_metrics(rollouts, mode, generated_tokens, teacher_seconds)
+            self._metrics[mode]["socraticpo/generation_slots"].append(generation_slots)
             self.components.sampler.observe([row["index"] for row in self._rows], [r.outcomes[0] for r in rollouts])
             return {
                 "prompt_ids": prompt_ids,
@@ -343,6 +386,25 @@ def _trainer_class(base: type) -> type:
             return (logps - ref_logps) * mask
 
     return SocraticPOTrainer
+
+
+def _logits(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    """Full next-token logits, through the LM head directly (TRL patches the student's forward to return fused
+    log-probabilities of the sampled tokens only)."""
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return model.get_output_embeddings()(hidden).float()
+
+
+def frozen_copy(model: Any) -> Any:
+    """A frozen copy of ``model`` with storage of its own. (``copy.deepcopy``, which TRL's
+    ``create_reference_model`` uses, keeps sharing memory-mapped weights loaded from safetensors, so the "reference"
+    would follow every update.)"""
+    import copy
+
+    frozen = copy.deepcopy(model)
+    for tensor in [*frozen.parameters(), *frozen.buffers()]:
+        tensor.data = tensor.data.clone()
+    return frozen.eval().requires_grad_(False)
 
 
 def attempt_metrics(outcomes: list[list[float]], rewards: list[list[float]], max_attempts: int) -> dict[str, float]:

@@ -89,6 +89,13 @@ class LLMTeacher(Teacher):
             info=info,
         )
 
+    def separate_model(self) -> tuple[Any, Any] | None:
+        """The teacher's own (model, tokenizer) when it is a separate local transformers model, else None."""
+        teacher = self._teacher
+        if teacher is None or teacher.model is None or teacher.info.get("self_guidance"):
+            return None
+        return teacher.model, teacher.tokenizer
+
     def _guide(self, requests: list[GuidanceRequest]) -> list[str]:
         from socratic_exp.evaluation import as_model_input, generate
 
