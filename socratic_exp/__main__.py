@@ -5,9 +5,10 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from socratic_exp.hydra_support import config_dir, register_resolvers
+from socratic_exp.hydra_support import config_dir, register_resolvers, register_sweeps
 
 register_resolvers()
+register_sweeps()
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")

@@ -1,4 +1,4 @@
-"""Hydra glue: where the configs live, the run-folder resolver behind ``resume``, and the sweep status table."""
+"""Hydra glue: where the configs and sweeps live, the run-folder resolver behind ``resume``, the sweep status table."""
 
 from __future__ import annotations
 
@@ -20,12 +20,29 @@ def config_dir() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).parent.parent / "conf"
 
 
+def sweeps_dir() -> Path:
+    """The packaged copy of ``sweeps/`` in an installed wheel, else the checkout's top-level ``sweeps/``."""
+    packaged = Path(__file__).parent / "sweeps"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "sweeps"
+
+
+def register_sweeps() -> None:
+    """Each ``sweeps/<name>.yaml`` becomes the option ``<name>`` of the config group ``sweep`` (``+sweep=<name>``),
+    at the global package. Stored in Hydra's ConfigStore because ``sweeps/`` sits beside ``conf/``, not in it."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for path in sorted(sweeps_dir().glob("*.yaml")):
+        store.store(group="sweep", name=path.stem, node=OmegaConf.load(path), package="_global_")
+
+
 def compose(*overrides: str) -> DictConfig:
     """The composed config for ``overrides``, as the app would see it (for notebooks, scripts and tests)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     register_resolvers()
+    register_sweeps()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
 

@@ -104,8 +104,9 @@ class GRPO(Algorithm):
         """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
         import torch
 
+        # GRPO's own fields only: a subclass's extra settings are its own, not GRPOConfig's.
         knobs = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("batch_size", "trl_args")
+            f.name: getattr(self, f.name) for f in dataclasses.fields(GRPO) if f.name not in ("batch_size", "trl_args")
         }
         if knobs["bf16"] is None:
             knobs["bf16"] = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -135,11 +136,19 @@ class GRPO(Algorithm):
                 )
         return GRPOConfig(**self.trl_kwargs(ctx))
 
-    def build_trainer(self, ctx: RunContext) -> Any:
+    def trainer_base(self) -> type:
+        """The TRL trainer class, before the sampler's subclass (an algorithm's own subclass goes here)."""
         from trl import GRPOTrainer
 
+        return GRPOTrainer
+
+    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
+        """Constructor arguments of ``trainer_base()`` beyond GRPOTrainer's."""
+        return {}
+
+    def build_trainer(self, ctx: RunContext) -> Any:
         sampler = ctx.components.sampler
-        trainer_cls = sampler.trainer_class(GRPOTrainer)
+        trainer_cls = sampler.trainer_class(self.trainer_base())
         return trainer_cls(
             model=ctx.student.model,
             reward_funcs=[ctx.components.task.reward_function(on_rewards=sampler.observe)],
@@ -147,4 +156,5 @@ class GRPO(Algorithm):
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,
             callbacks=ctx.callbacks,
+            **self.trainer_extras(ctx),
         )
