@@ -1,0 +1,142 @@
+"""``algorithm=entropy_masked``: its step time relative to ``algorithm=grpo``, and a sweep's results.
+
+    python benchmarks/entropy_masked.py step-time [overrides]      # e.g. algorithm.rho=0.2 algorithm.mode=random
+    python benchmarks/entropy_masked.py sweep <multirun folder>...  # mean +- std per rho and mode, and a plot
+
+``step-time`` builds both trainers from the same warm-started student and times what differs between them, the
+loss and its backward pass, on one shared rollout batch (alternating, median of 40); the rollout itself
+(identical for both) is timed once, which gives the whole step's ratio.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from socratic_exp.algorithms.base import RunContext
+from socratic_exp.algorithms.entropy_mask import EntropyMask
+from socratic_exp.components import build_components
+from socratic_exp.hydra_support import compose
+
+REPEATS, WARMUP = 40, 2
+
+
+def step_time(overrides: list[str]) -> None:
+    """The loss + backward of both trainers on one shared rollout batch, alternating, and the rollout's own time."""
+    import torch
+
+    common = ["logger=none", "algorithm.log_completions=false"]
+    mask_keys = {f"algorithm.{f.name}" for f in dataclasses.fields(EntropyMask)}
+    shared = [o for o in overrides if o.split("=", 1)[0] not in mask_keys]  # the mask's own settings: masked only
+    options = {
+        "grpo": build_components(compose("algorithm=grpo", *common, *shared)),
+        "entropy_masked": build_components(compose("algorithm=entropy_masked", *common, *overrides)),
+    }
+    c = options["grpo"]
+    data = c.task.build()
+    student = c.model.load(c.task)
+    trainers = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, components in options.items():
+            own = copy.copy(student)
+            own.model = copy.deepcopy(student.model)
+            ctx = RunContext(
+                components=components,
+                data=data,
+                student=own,
+                run_dir=Path(tmp) / name,
+                run_name="bench",
+                seed=0,
+                callbacks=[],
+                report_to=[],
+            )
+            trainer = components.algorithm.build_trainer(ctx)
+            trainer.model.train()
+            trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
+            trainers[name] = trainer
+        algorithm = options["entropy_masked"].algorithm
+        group = algorithm.num_generations
+        rows = [data["train"][i] for i in range(algorithm.batch_size // group) for _ in range(group)]
+        start = time.perf_counter()
+        with torch.no_grad():
+            batch = trainers["grpo"]._generate_and_score_completions(rows)
+        rollout = time.perf_counter() - start
+        times: dict[str, list[float]] = defaultdict(list)
+        for repeat in range(WARMUP + REPEATS):
+            order = list(trainers.items())
+            for name, trainer in order if repeat % 2 else order[::-1]:  # neither always goes first
+                start = time.perf_counter()
+                trainer.compute_loss(trainer.model, batch).backward()
+                trainer.model.zero_grad()
+                if repeat >= WARMUP:
+                    times[name].append(time.perf_counter() - start)
+    grpo, masked = statistics.median(times["grpo"]), statistics.median(times["entropy_masked"])
+    tokens = int(batch["completion_mask"].sum())
+    print(
+        f"loss + backward on one batch ({algorithm.batch_size} completions, {tokens} tokens, median of {REPEATS}): "
+        f"grpo {grpo * 1000:.1f} ms, entropy_masked {masked * 1000:.1f} ms, ratio {masked / grpo:.3f} "
+        f"(rho={algorithm.rho} mode={algorithm.mode} normalize={algorithm.normalize})\n"
+        f"rollout (generation + reward) {rollout:.2f} s: whole-step ratio {(rollout + masked) / (rollout + grpo):.4f}"
+    )
+
+
+def sweep_report(sweep_dirs: list[Path]) -> None:
+    """Mean +- std of the objective per (rho, mode) over the completed jobs of one or more multirun folders, as a
+    table and ``entropy_quantile.png`` in the first folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results: dict[tuple[float, str], list[float]] = defaultdict(list)
+    objective = None
+    for summary_file in sorted(f for sweep_dir in sweep_dirs for f in sweep_dir.glob("*/summary.json")):
+        summary = json.loads(summary_file.read_text())
+        if summary.get("status") != "completed":
+            continue
+        algorithm = summary["config"]["algorithm"]
+        objective = summary["config"]["objective"]
+        results[(algorithm["rho"], algorithm["mode"])].append(summary["objective"])
+    if not results:
+        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
+    rhos = sorted({rho for rho, _ in results})
+    modes = [m for m in ("top", "bottom", "random") if any(mode == m for _, mode in results)]
+    print(f"{objective} (mean +- std over seeds, n) in {' '.join(map(str, sweep_dirs))}")
+    print("rho    " + "".join(f"{mode:>22}" for mode in modes))
+    for rho in rhos:
+        cells = []
+        for mode in modes:
+            values = results.get((rho, mode), [])
+            std = statistics.stdev(values) if len(values) > 1 else math.nan
+            cells.append(f"{statistics.mean(values):.3f} +- {std:.3f} (n={len(values)})" if values else "-")
+        print(f"{rho:<7}" + "".join(f"{cell:>22}" for cell in cells))
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for mode in modes:
+        points = [(rho, results[(rho, mode)]) for rho in rhos if (rho, mode) in results]
+        means = [statistics.mean(v) for _, v in points]
+        stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in points]
+        axes.errorbar([rho for rho, _ in points], means, yerr=stds, marker="o", capsize=3, label=mode)
+    axes.set_xlabel("rho (share of completion tokens in the policy loss)")
+    axes.set_ylabel(objective)
+    axes.legend(title="mode")
+    figure.tight_layout()
+    plot = sweep_dirs[0] / "entropy_quantile.png"
+    figure.savefig(plot, dpi=120)
+    print(f"plot: {plot}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "step-time":
+        step_time(sys.argv[2:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "sweep":
+        sweep_report([Path(arg) for arg in sys.argv[2:]])
+    else:
+        sys.exit(__doc__.split("\n\n")[1])
