@@ -12,7 +12,8 @@ do). "The batch" is what one loss call sees on all processes together: with ``gr
 so the gradient is about rho times smaller than full GRPO's; ``kept_tokens`` (the official verl fork's) divides by
 the kept tokens instead. It is applied as a weight (completion tokens / kept tokens) on the kept tokens, counted
 per sequence for TRL's per-sequence losses (``loss_type=grpo|sapo``) and over the gathered batch otherwise. The
-weight reaches the policy term only; TRL's KL term (``beta``) always covers every token.
+weight reaches the policy term only (and TRL's entropy bonus, a mean over the kept tokens); TRL's KL term
+(``beta``) always covers every token.
 
 **Why a TRL subclass.** TRL's ``top_entropy_quantile`` already routes the loss through ``get_high_entropy_mask``
 and applies its result where it belongs (the policy term and TRL's entropy bonus, not the KL). The mixin overrides
@@ -37,6 +38,8 @@ the ``forking_tokens`` table (``<run folder>/forking_tokens.jsonl`` and W&B), th
    turns, are neither counted nor kept, so only the student's tokens compete for the rho share. Overriding the
    rollout or the advantages is fine; an override of ``_compute_loss`` must call ``super()._compute_loss``.
 4. Leave ``trl_args.top_entropy_quantile`` unset: the mixin drives that switch itself.
+
+The random mode's stream is not checkpointed: a resumed run draws other random masks than an uninterrupted one.
 """
 
 from __future__ import annotations
