@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any, ClassVar, Literal
 
-from socratic_exp.errors import ConfigError
+from socratic_exp.errors import NO_VALUE, ConfigError
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -26,6 +26,10 @@ class Component:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             expected = hints[field.name]
+            nested = _nested_component(expected)
+            if nested is not None and isinstance(value, dict):  # a nested block, e.g. algorithm.entropy_mask
+                value = nested.from_dict(value)
+                setattr(self, field.name, value)
             if not _matches(value, expected):
                 raise ConfigError(self.key(field.name), value, f"expected {_describe(expected)}")
             if (
@@ -36,6 +40,17 @@ class Component:
             ):
                 setattr(self, field.name, float(value))  # YAML `1` for a float knob
         self.validate()
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Component:
+        """The option built from a config block, with unknown keys named (the block has no ``_target_``)."""
+        known = [f.name for f in dataclasses.fields(cls)]
+        for key in values:
+            if key not in known:
+                raise ConfigError(
+                    f"{cls.config_group}.{key}", NO_VALUE, "unknown key", f"remove it; the keys are: {', '.join(known)}"
+                )
+        return cls(**values)
 
     def validate(self) -> None:
         """Range and consistency checks of this option; raise ConfigError."""
@@ -79,6 +94,12 @@ def _accepts(expected: Any, kind: type) -> bool:
     if expected is kind or expected is Any:
         return True
     return any(_accepts(arg, kind) for arg in typing.get_args(expected)) if _is_union(expected) else False
+
+
+def _nested_component(expected: Any) -> type[Component] | None:
+    """The Component class a field holds (``X`` or ``X | None``), if any."""
+    candidates = typing.get_args(expected) if _is_union(expected) else (expected,)
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, Component)), None)
 
 
 def _is_union(expected: Any) -> bool:

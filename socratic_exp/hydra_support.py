@@ -1,4 +1,4 @@
-"""Hydra glue: where the configs live, the run-folder resolver behind ``resume``, and the sweep status table."""
+"""Hydra glue: where the configs and sweeps live, the run-folder resolver behind ``resume``, the sweep status table."""
 
 from __future__ import annotations
 

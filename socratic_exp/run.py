@@ -220,6 +220,7 @@ class Experiment:
                 seed=cfg.seed,
                 callbacks=callbacks,
                 report_to=c.logger.report_to() if self.is_main else [],
+                sink=sink,
             )
             trainer = c.algorithm.build_trainer(ctx)
             trainer.train(resume_from_checkpoint=checkpoint)

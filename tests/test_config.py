@@ -72,6 +72,11 @@ BAD_INPUTS = [
     (["algorithm.top_p=1.5"], "algorithm.top_p=1.5: must be <= 1.0"),
     (["+algorithm.trl_args.output_dir=x"], "algorithm.trl_args="),
     (["+algorithm.bogus=1"], "algorithm.bogus: unknown key"),
+    (["algorithm=entropy_masked", "algorithm.rho=0"], "algorithm.rho=0.0: must be > 0.0"),
+    (["algorithm=entropy_masked", "algorithm.rho=1.5"], "algorithm.rho=1.5: must be <= 1.0"),
+    (["algorithm=entropy_masked", "algorithm.mode=middle"], "algorithm.mode='middle': expected one of 'top'"),
+    (["algorithm=entropy_masked", "algorithm.normalize=tokens"], "algorithm.normalize='tokens': expected one of"),
+    (["algorithm=entropy_masked", "+algorithm.trl_args.top_entropy_quantile=0.2"], "sets top_entropy_quantile"),
     (["task.max_ops=0"], "task.max_ops=0: must be >= 1"),
     (["task.min_ops=3", "task.max_ops=2"], "task.max_ops=2: must be >= task.min_ops (3)"),
     (["task.misconception_rates.precedence=1.5"], "task.misconception_rates="),
@@ -136,7 +141,11 @@ def test_validation_does_not_import_heavy_libraries():
 
 @pytest.mark.parametrize(
     ("args", "expected"),
-    [(["--help"], "algorithm: grpo"), (["--info"], "Config search path"), (["--cfg", "job"], "_target_: socratic_exp")],
+    [
+        (["--help"], "algorithm: entropy_masked, grpo"),
+        (["--info"], "Config search path"),
+        (["--cfg", "job"], "_target_: socratic_exp"),
+    ],
 )
 def test_hydra_flags_work(run_app, args, expected):
     proc, _ = run_app(*args, timeout=60)

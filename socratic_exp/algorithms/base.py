@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from socratic_exp.components import Components
     from socratic_exp.models.base import Student
+    from socratic_exp.run import MetricsSink
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -27,6 +28,7 @@ class RunContext:
     seed: int
     callbacks: list[Any]
     report_to: list[str]
+    sink: MetricsSink | None = None  # metrics.jsonl and the logger, for what a trainer logs itself (e.g. tables)
 
     @property
     def checkpoint_dir(self) -> Path:

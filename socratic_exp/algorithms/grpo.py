@@ -136,11 +136,19 @@ class GRPO(Algorithm):
                 )
         return GRPOConfig(**self.trl_kwargs(ctx))
 
-    def build_trainer(self, ctx: RunContext) -> Any:
+    def trainer_base(self) -> type:
+        """The TRL trainer class, before the sampler's subclass (an algorithm's own subclass goes here)."""
         from trl import GRPOTrainer
 
+        return GRPOTrainer
+
+    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
+        """Constructor arguments of ``trainer_base()`` beyond GRPOTrainer's."""
+        return {}
+
+    def build_trainer(self, ctx: RunContext) -> Any:
         sampler = ctx.components.sampler
-        trainer_cls = sampler.trainer_class(GRPOTrainer)
+        trainer_cls = sampler.trainer_class(self.trainer_base())
         return trainer_cls(
             model=ctx.student.model,
             reward_funcs=[ctx.components.task.reward_function(on_rewards=sampler.observe)],
@@ -148,4 +156,5 @@ class GRPO(Algorithm):
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,
             callbacks=ctx.callbacks,
+            **self.trainer_extras(ctx),
         )

@@ -1,0 +1,165 @@
+"""``algorithm=entropy_masked``: its step time relative to ``algorithm=grpo``, and a sweep's results.
+
+    python benchmarks/entropy_masked.py step-time [overrides]      # e.g. algorithm.rho=0.2 algorithm.mode=random
+    python benchmarks/entropy_masked.py sweep <multirun folder>...  # mean +- std per rho and mode, and a plot
+
+``step-time`` builds both trainers from the same warm-started student and times what differs between them, the
+loss and its backward pass, on one shared rollout batch (40 back-to-back pairs, alternating which goes first);
+the rollout itself (identical for both) is timed once, which gives the whole step's ratio. The mask hook is also
+timed alone: on a shared CPU whole losses vary by several percent from run to run, far more than the mask costs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from socratic_exp.algorithms.base import RunContext
+from socratic_exp.algorithms.entropy_mask import EntropyMask
+from socratic_exp.components import build_components
+from socratic_exp.hydra_support import compose
+
+REPEATS, WARMUP = 40, 2
+
+
+def step_time(overrides: list[str]) -> None:
+    """The loss + backward of both trainers on one shared rollout batch, alternating, and the rollout's own time."""
+    import torch
+
+    common = ["logger=none", "algorithm.log_completions=false"]
+    mask_keys = {f"algorithm.{f.name}" for f in dataclasses.fields(EntropyMask)}
+    shared = [o for o in overrides if o.split("=", 1)[0] not in mask_keys]  # the mask's own settings: masked only
+    options = {
+        "grpo": build_components(compose("algorithm=grpo", *common, *shared)),
+        "entropy_masked": build_components(compose("algorithm=entropy_masked", *common, *overrides)),
+    }
+    c = options["grpo"]
+    data = c.task.build()
+    student = c.model.load(c.task)
+    trainers = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, components in options.items():
+            own = copy.copy(student)
+            own.model = copy.deepcopy(student.model)
+            ctx = RunContext(
+                components=components,
+                data=data,
+                student=own,
+                run_dir=Path(tmp) / name,
+                run_name="bench",
+                seed=0,
+                callbacks=[],
+                report_to=[],
+            )
+            trainer = components.algorithm.build_trainer(ctx)
+            trainer.model.train()
+            trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
+            trainers[name] = trainer
+        algorithm = options["entropy_masked"].algorithm
+        group = algorithm.num_generations
+        rows = [data["train"][i] for i in range(algorithm.batch_size // group) for _ in range(group)]
+        start = time.perf_counter()
+        with torch.no_grad():
+            batch = trainers["grpo"]._generate_and_score_completions(rows)
+        rollout = time.perf_counter() - start
+        times: dict[str, list[float]] = defaultdict(list)
+        for repeat in range(WARMUP + REPEATS):
+            order = list(trainers.items())
+            for name, trainer in order if repeat % 2 else order[::-1]:  # neither always goes first
+                start = time.perf_counter()
+                trainer.compute_loss(trainer.model, batch).backward()
+                trainer.model.zero_grad()
+                if repeat >= WARMUP:
+                    times[name].append(time.perf_counter() - start)
+        # The mask's own cost, free of the noise of whole losses: the hook alone on the batch's token mask.
+        mask = batch["completion_mask"]
+        entropies = torch.rand(mask.shape, generator=torch.Generator().manual_seed(0))
+        start = time.perf_counter()
+        for _ in range(REPEATS):
+            trainers["entropy_masked"].get_high_entropy_mask(entropies, mask, 0.0)
+        hook = (time.perf_counter() - start) / REPEATS
+    grpo, masked = statistics.median(times["grpo"]), statistics.median(times["entropy_masked"])
+    # Each repeat times both back to back, so the load of a shared machine hits a pair alike: the median ratio of
+    # the pairs is steadier than the ratio of the medians.
+    ratio = statistics.median(m / g for m, g in zip(times["entropy_masked"], times["grpo"], strict=True))
+    tokens = int(batch["completion_mask"].sum())
+    print(
+        f"loss + backward on one batch ({algorithm.batch_size} completions, {tokens} tokens, median of {REPEATS}): "
+        f"grpo {grpo * 1000:.1f} ms, entropy_masked {masked * 1000:.1f} ms, paired ratio {ratio:.3f} "
+        f"(rho={algorithm.rho} mode={algorithm.mode} normalize={algorithm.normalize})\n"
+        f"rollout (generation + reward) {rollout:.2f} s: "
+        f"whole-step ratio {(rollout + ratio * grpo) / (rollout + grpo):.4f}\n"
+        f"the mask alone: {hook * 1000:.2f} ms per loss call, {hook / grpo:.2%} of grpo's loss + backward, "
+        f"{hook / (rollout + grpo):.2%} of its step"
+    )
+
+
+def sweep_report(sweep_dirs: list[Path]) -> None:
+    """Per (rho, mode), over the completed jobs of one or more multirun folders: the objective after training and its
+    gain over the run's own evaluation before training (each seed draws its own held-out set, so the gain varies
+    less between seeds), as mean +- std tables and ``entropy_quantile.png`` in the first folder. rho=1 is plain
+    GRPO in every mode, so its jobs are pooled into one baseline."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measures: dict[str, dict[tuple[float, str], list[float]]] = {"final": defaultdict(list), "gain": defaultdict(list)}
+    objective = None
+    for summary_file in sorted(f for sweep_dir in sweep_dirs for f in sweep_dir.glob("*/summary.json")):
+        summary = json.loads(summary_file.read_text())
+        if summary.get("status") != "completed":
+            continue
+        algorithm, objective = summary["config"]["algorithm"], summary["config"]["objective"]
+        key = (algorithm["rho"], "any" if algorithm["rho"] == 1.0 else algorithm["mode"])
+        measures["final"][key].append(summary["objective"])
+        measures["gain"][key].append(summary["objective"] - summary["initial"][objective])
+    if not measures["final"]:
+        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
+    rhos = sorted({rho for rho, _ in measures["final"]})
+    modes = [m for m in ("top", "bottom", "random", "any") if any(mode == m for _, mode in measures["final"])]
+
+    def cell(values: list[float], signed: bool) -> str:
+        if not values:
+            return "-"
+        std = statistics.stdev(values) if len(values) > 1 else math.nan
+        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f} (n={len(values)})"
+
+    figure, panels = plt.subplots(1, 2, figsize=(11, 4))
+    for (measure, results), axes in zip(measures.items(), panels, strict=True):
+        print(f"\n{objective}, {measure} (mean +- std over seeds)")
+        print("rho    " + "".join(f"{mode:>24}" for mode in modes))
+        for rho in rhos:
+            cells = [cell(results.get((rho, mode), []), signed=measure == "gain") for mode in modes]
+            print(f"{rho:<7}" + "".join(f"{c:>24}" for c in cells))
+        for mode in [m for m in modes if m != "any"]:
+            points = [(rho, results[(rho, mode)]) for rho in rhos if (rho, mode) in results]
+            stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in points]
+            means = [statistics.mean(v) for _, v in points]
+            axes.errorbar([rho for rho, _ in points], means, yerr=stds, marker="o", capsize=3, label=mode)
+        if "any" in modes:
+            axes.axhline(statistics.mean(results[(1.0, "any")]), color="grey", linestyle="--", label="rho=1 (GRPO)")
+        axes.set_xlabel("rho (share of completion tokens in the policy loss)")
+        axes.set_ylabel(objective if measure == "final" else f"{objective}: after - before training")
+        axes.legend(title="mode")
+    figure.tight_layout()
+    plot = sweep_dirs[0] / "entropy_quantile.png"
+    figure.savefig(plot, dpi=120)
+    print(f"plot: {plot}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "step-time":
+        step_time(sys.argv[2:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "sweep":
+        sweep_report([Path(arg) for arg in sys.argv[2:]])
+    else:
+        sys.exit(__doc__.split("\n\n")[1])

@@ -1,0 +1,229 @@
+"""High-entropy token masking ("Beyond the 80/20 Rule", arXiv 2506.01939) as a piece any GRPO-based algorithm uses.
+
+The policy-gradient term of the loss keeps a share ``rho`` of the completion tokens, chosen by their entropy over
+the whole batch, gathered across processes: ``mode=top`` keeps the highest-entropy ("forking") tokens, as in the
+paper; ``bottom`` the lowest (the paper's ablation: ``mode=bottom rho=0.8``); ``random`` a uniformly random share
+of the same size (the control the paper lacks). The kept count is ``round(rho x tokens)`` (at least one) and ties
+go to the earlier token, so the kept share is rho within one token even when entropies tie (bf16 entropies often
+do). "The batch" is what one loss call sees on all processes together: with ``gradient_accumulation_steps=1``
+(the default) that is the whole optimizer step, as in the official code and TRL.
+
+**Normalisation.** ``normalize=all_tokens`` (TRL's behaviour) divides the masked loss by all completion tokens,
+so the gradient is about rho times smaller than full GRPO's; ``kept_tokens`` (the official verl fork's) divides by
+the kept tokens instead. It is applied as a weight (completion tokens / kept tokens) on the kept tokens, counted
+per sequence for TRL's per-sequence losses (``loss_type=grpo|sapo``) and over the gathered batch otherwise. The
+weight reaches the policy term only (and TRL's entropy bonus, a mean over the kept tokens); TRL's KL term
+(``beta``) always covers every token.
+
+**Why a TRL subclass.** TRL's ``top_entropy_quantile`` already routes the loss through ``get_high_entropy_mask``
+and applies its result where it belongs (the policy term and TRL's entropy bonus, not the KL). The mixin overrides
+that hook only, because TRL's own selection (a ``torch.quantile`` threshold kept with ``>=``) keeps every tie at
+the threshold, has no bottom or random mode and no kept-token normalisation, and logs nothing about the mask.
+
+**Logged** (averaged per logging step like TRL's metrics, so they reach ``metrics.jsonl`` and W&B):
+``entropy_mask/kept_fraction`` (reads rho: a mask that silently keeps everything was a real bug of the official
+code), ``entropy_mask/entropy_p50|p80|p90|p99`` over all completion tokens, and the mean entropy of the kept and
+dropped tokens. At each log, the ``forking_tokens`` highest-entropy tokens of the latest batch go, in context, to
+the ``forking_tokens`` table (``<run folder>/forking_tokens.jsonl`` and W&B), through the run's metrics sink.
+
+**Composing it with another algorithm** (e.g. ``algorithm=socraticpo``):
+
+1. Settings: give the option a field ``entropy_mask: EntropyMask | None = None`` (YAML ``entropy_mask: null``).
+   Components build a nested block from its dict and check it: ``algorithm.entropy_mask={rho:0.2,mode:top}`` on
+   the command line; errors read ``algorithm.entropy_mask.rho=...``.
+2. Trainer: put the mixin before TRL's trainer, ``class MyTrainer(EntropyMaskMixin, GRPOTrainer)`` (or
+   ``with_entropy_mask(GRPOTrainer)``), and construct it with ``entropy_mask=<settings or None>`` and
+   ``metrics_sink=ctx.sink``. With ``None`` it changes nothing.
+3. The mask acts on TRL's token mask (``completion_mask`` times ``tool_mask``): tokens outside it, such as teacher
+   turns, are neither counted nor kept, so only the student's tokens compete for the rho share. Overriding the
+   rollout or the advantages is fine; an override of ``_compute_loss`` must call ``super()._compute_loss``.
+4. Leave ``trl_args.top_entropy_quantile`` unset: the mixin drives that switch itself.
+
+The random mode's stream is not checkpointed: a resumed run draws other random masks than an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from socratic_exp.component import Component
+
+if TYPE_CHECKING:
+    import torch
+
+    from socratic_exp.run import MetricsSink
+
+PERCENTILES = (50, 80, 90, 99)
+SEQUENCE_MEAN_LOSSES = ("grpo", "sapo")  # TRL averages these over each sequence's tokens first
+CONTEXT_BEFORE, CONTEXT_AFTER = 32, 8  # tokens of context around a forking token in the table
+
+
+@dataclasses.dataclass(kw_only=True)
+class EntropyMask(Component):
+    """The mask's settings: a nested ``algorithm.entropy_mask`` block, or flat keys of ``algorithm=entropy_masked``."""
+
+    config_group: ClassVar[str] = "algorithm.entropy_mask"
+
+    rho: float = 0.2
+    mode: Literal["top", "bottom", "random"] = "top"
+    normalize: Literal["all_tokens", "kept_tokens"] = "all_tokens"
+    forking_tokens: int = 8
+
+    def validate(self) -> None:
+        self.check_range("rho", gt=0.0, le=1.0)
+        self.check_range("forking_tokens", ge=0)
+
+
+def kept_count(tokens: int, rho: float) -> int:
+    """How many of ``tokens`` the mask keeps: rho of them, rounded, at least one (none would train nothing)."""
+    return min(tokens, max(1, round(rho * tokens)))
+
+
+def select_top(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """A boolean mask of the ``k`` highest ``scores`` (1-D); among equal scores the earlier one wins."""
+    import torch
+
+    keep = torch.zeros_like(scores, dtype=torch.bool)
+    keep[torch.sort(scores, descending=True, stable=True).indices[:k]] = True
+    return keep
+
+
+def with_entropy_mask(base: type) -> type:
+    """``base`` (TRL's GRPOTrainer or a subclass) with the mask in front."""
+    return type(f"EntropyMasked{base.__name__}", (EntropyMaskMixin, base), {})
+
+
+class EntropyMaskMixin:
+    """The masked policy loss and its analysis, for a ``trl.GRPOTrainer`` subclass (see the module docstring)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        entropy_mask: EntropyMask | None = None,
+        metrics_sink: MetricsSink | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        self.entropy_mask_settings = entropy_mask
+        self.metrics_sink = metrics_sink
+        self._completion_ids: Any = None
+        self._forking: tuple[Any, ...] | None = None
+        self._mask_generator: Any = None
+        if entropy_mask is None:
+            return
+        # TRL calls get_high_entropy_mask only while top_entropy_quantile < 1: 0 routes every loss through it, rho=1
+        # included (the analysis is then logged and every token kept, so the loss is GRPO's exactly).
+        self.top_entropy_quantile = 0.0
+        if entropy_mask.mode == "random":
+            import torch
+
+            # A private stream: the random mask leaves the sampling RNG (and so the rollouts) as in the other modes.
+            self._mask_generator = torch.Generator(device=self.accelerator.device)
+            self._mask_generator.manual_seed(self.args.seed + self.accelerator.process_index)
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+        self._completion_ids = inputs["completion_ids"]  # for the forking-token table: TRL's hook sees no ids
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._completion_ids = None
+
+    def get_high_entropy_mask(self, entropies: torch.Tensor, mask: torch.Tensor, threshold: float) -> torch.Tensor:
+        """The token weights TRL multiplies into the policy loss (``threshold``, TRL's quantile, is not used)."""
+        settings = self.entropy_mask_settings
+        if settings is None:
+            return super().get_high_entropy_mask(entropies, mask, threshold)
+        import torch
+
+        valid = mask.bool()
+        local_entropy = entropies.detach()[valid].float()
+        if settings.mode == "random":
+            scores = torch.rand(
+                local_entropy.shape, generator=self._mask_generator, device=local_entropy.device, dtype=torch.float
+            )
+        else:
+            scores = local_entropy if settings.mode == "top" else -local_entropy
+        gathered, mine = self._gather_tokens(torch.stack([local_entropy, scores], dim=1))
+        entropy_all, scores_all = gathered.unbind(1)
+        keep_all = select_top(scores_all, kept_count(entropy_all.numel(), settings.rho))
+        keep = torch.zeros_like(valid)
+        keep[valid] = keep_all[mine]
+        if entropy_all.numel():
+            self._log_entropy_analysis(entropy_all, keep_all)
+            self._remember_forking_tokens(entropies, valid, keep)
+        if settings.normalize == "all_tokens":
+            return keep
+        if self.loss_type in SEQUENCE_MEAN_LOSSES:
+            scale = valid.sum(1, keepdim=True) / keep.sum(1, keepdim=True).clamp(min=1)
+        else:
+            scale = entropy_all.numel() / max(int(keep_all.sum()), 1)
+        return keep * scale
+
+    def _gather_tokens(self, local: torch.Tensor) -> tuple[torch.Tensor, slice]:
+        """Every process's rows of ``local`` (one per token) in process order, and where this process's rows are."""
+        import torch
+
+        accelerator = self.accelerator
+        counts = accelerator.gather(torch.tensor([local.shape[0]], device=local.device))
+        padded = accelerator.pad_across_processes(local, dim=0)
+        gathered = accelerator.gather(padded)  # each process's rows, then its padding
+        width = padded.shape[0]
+        real = torch.arange(gathered.shape[0], device=local.device) % width < counts.repeat_interleave(width)
+        offset = int(counts[: accelerator.process_index].sum())
+        return gathered[real], slice(offset, offset + local.shape[0])
+
+    def _log_entropy_analysis(self, entropy: torch.Tensor, keep: torch.Tensor) -> None:
+        import torch
+
+        ordered = entropy.sort().values
+        last = ordered.numel() - 1
+        values = {
+            "entropy_mask/kept_fraction": keep.float().mean(),
+            **{f"entropy_mask/entropy_p{p}": ordered[round(p / 100 * last)] for p in PERCENTILES},
+            "entropy_mask/kept_entropy": entropy[keep].mean(),
+        }
+        if not keep.all():  # nothing dropped at rho = 1: no value rather than NaN
+            values["entropy_mask/dropped_entropy"] = entropy[~keep].mean()
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        for name, value in zip(values, torch.stack(list(values.values())).tolist(), strict=True):  # one sync
+            metrics[name].append(value)
+
+    def _remember_forking_tokens(self, entropies: torch.Tensor, valid: torch.Tensor, keep: torch.Tensor) -> None:
+        """The latest batch's highest-entropy tokens, decoded into the table at the next log."""
+        count = min(self.entropy_mask_settings.forking_tokens, int(valid.sum()))
+        if not count or self._completion_ids is None or not self.accelerator.is_main_process:
+            return
+        flat = entropies.detach().float().masked_fill(~valid, float("-inf")).flatten()
+        top = flat.topk(count).indices
+        rows, cols = top // entropies.shape[1], top % entropies.shape[1]
+        self._forking = (
+            self._completion_ids[rows].cpu(),
+            valid[rows].cpu(),
+            cols.tolist(),
+            flat[top].tolist(),
+            keep.flatten()[top].tolist(),
+        )
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        super().log(logs, start_time)
+        if self._forking is not None and self.metrics_sink is not None:
+            self.metrics_sink.log_table("forking_tokens", self._forking_rows(), self.state.global_step)
+        self._forking = None
+
+    def _forking_rows(self) -> list[dict[str, Any]]:
+        ids, valid, cols, entropies, kept = self._forking
+        decode = self.processing_class.decode
+        rows = []
+        for i, (col, entropy, is_kept) in enumerate(zip(cols, entropies, kept, strict=True)):
+            start, end = max(0, col - CONTEXT_BEFORE), col + 1 + CONTEXT_AFTER
+            rows.append(
+                {
+                    "before": decode(ids[i, start:col][valid[i, start:col]].tolist()),
+                    "token": decode(ids[i, col : col + 1].tolist()),
+                    "after": decode(ids[i, col + 1 : end][valid[i, col + 1 : end]].tolist()),
+                    "entropy": round(entropy, 4),
+                    "kept": bool(is_kept),
+                }
+            )
+        return rows
