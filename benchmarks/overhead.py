@@ -70,8 +70,8 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
 def through_socratic_exp(c, student, data, out: Path, timer: StepTimer):
     sink = MetricsSink(MetricsFile(out / "metrics.jsonl"), Logger())
     callbacks = [
-        MetricsFileCallback(sink, c.sampler),
-        PeriodicEvalCallback(Evaluator(c.task, data["eval"], c.eval), student, 0, sink),
+        MetricsFileCallback(sink, c.sampler, c.teacher),
+        PeriodicEvalCallback(Evaluator(c.task, data["eval"], c.eval), student, 0, sink, c.teacher),
         timer,
     ]
     ctx = RunContext(
