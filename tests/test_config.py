@@ -27,7 +27,8 @@ def test_every_group_has_options():
     assert {"wandb", "none"} <= {o for g, o in OPTIONS if g == "logger"}
 
 
-REQUIRED_VALUES = {"blackbox": ["teacher.model=served-model"], "socraticpo": ["teacher=rule"]}  # options with a mandatory (???) value
+# what an option needs besides the defaults to build: a mandatory (???) value, or a teacher
+REQUIRED_VALUES = {"blackbox": ["teacher.model=served-model"], "socraticpo": ["teacher=rule"]}
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
