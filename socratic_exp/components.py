@@ -56,8 +56,7 @@ def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> 
         raise _unknown_key("eval", err, EvalSettings) from None
     components = Components(**built, eval=eval_settings, choices=choices)
     check_compatible(components)
-    has_teacher = not isinstance(components.teacher, NoTeacher)
-    _check_top_level(cfg, eval_settings, components.task, has_teacher)
+    _check_top_level(cfg, eval_settings, components.task, has_teacher=not isinstance(components.teacher, NoTeacher))
     return components
 
 

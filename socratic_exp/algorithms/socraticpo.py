@@ -133,7 +133,7 @@ class SocraticPO(GRPO):
         trainer_cls = sampler.trainer_class(_trainer_class(GRPOTrainer))
         return trainer_cls(
             model=ctx.student.model,
-            reward_funcs=[_trajectory_return],
+            reward_funcs=[socratic_return],
             args=self.grpo_config(ctx),
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,
@@ -144,12 +144,9 @@ class SocraticPO(GRPO):
         )
 
 
-def _trajectory_return(completions: list[Any], trajectory_return: list[float], **_: Any) -> list[float]:
+def socratic_return(completions: list[Any], trajectory_return: list[float], **_: Any) -> list[float]:
     """R(tau) = sum of the attempts' rewards (Eq. 14), computed by the rollout (TRL logs it as the reward)."""
     return list(trajectory_return)
-
-
-_trajectory_return.__name__ = "socratic_return"
 
 
 @dataclasses.dataclass
