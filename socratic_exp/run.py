@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,8 @@ class Experiment:
         from socratic_exp.tasks.base import render_prompt
 
         c, cfg = self.c, self.cfg
+        # TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` at every generation: noise, not news
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
         set_seed(cfg.seed)
         checkpoint_root = self.run_dir / "checkpoints"
         checkpoint = get_last_checkpoint(str(checkpoint_root)) if checkpoint_root.is_dir() else None

@@ -27,8 +27,8 @@ def test_every_group_has_options():
     assert {"wandb", "none"} <= {o for g, o in OPTIONS if g == "logger"}
 
 
-# what an option needs besides the defaults to build: a mandatory (???) value, or a teacher
-REQUIRED_VALUES = {"blackbox": ["teacher.model=served-model"], "socraticpo": ["teacher=rule"]}
+# what an option needs besides the defaults to build: a mandatory (???) value, or an algorithm without a teacher
+REQUIRED_VALUES = {"blackbox": ["teacher.model=served-model"], "none": ["algorithm=grpo"]}
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -58,7 +58,7 @@ def test_every_overlay_composes(kind, name):
 
 def test_debug_overlay_overrides_only_what_differs():
     base, fast = compose(), compose("debug=fast")
-    assert fast.algorithm.max_steps == 4 and base.algorithm.max_steps == 400
+    assert fast.algorithm.max_steps == 4 and base.algorithm.max_steps == 150
     assert fast.algorithm.learning_rate == base.algorithm.learning_rate
     assert fast.task == base.task
 
@@ -114,7 +114,7 @@ BAD_INPUTS = [
     (["teacher=llm", "teacher.template=hello"], "teacher.template='hello': must contain {question}"),
     (["teacher=rule", "teacher.min_occurrences=0"], "teacher.min_occurrences=0: must be >= 1"),
     (["teacher=rule", "eval.assisted_attempts=0"], "eval.assisted_attempts=0: must be >= 1"),
-    (["objective=eval/assisted_acc"], "objective='eval/assisted_acc': is not a metric"),
+    (["algorithm=grpo", "objective=eval/assisted_acc"], "objective='eval/assisted_acc': is not a metric"),
 ]
 
 
@@ -208,7 +208,7 @@ def test_wheel_ships_the_configs(tmp_path):
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr
-    assert "socratic_exp.algorithms.grpo.GRPO" in run.stdout
+    assert "socratic_exp.algorithms.socraticpo.SocraticPO" in run.stdout
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])

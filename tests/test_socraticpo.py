@@ -193,6 +193,30 @@ def test_rollout_advantages_and_counts_match_the_active_sets(rollout_trainer):
     assert logged["socraticpo/generated_tokens"] == sum(e - s for r in trainer._rollouts for s, e in r.segments)
 
 
+@pytest.mark.slow
+def test_length_bucketed_log_probs_equal_trl_unchunked(rollout_trainer):
+    """The packed rollouts' log-probabilities and entropies, scored in trimmed length-sorted chunks, are TRL's."""
+    import torch
+
+    trainer, output, _, _ = rollout_trainer
+    input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+    attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+    keep = output["completion_ids"].size(1)
+    lengths = output["completion_mask"].sum(1)
+    assert lengths.max() > 1.5 * lengths.min()  # the case the chunking is for
+    from trl import GRPOTrainer
+
+    with torch.no_grad():
+        ours = trainer._get_per_token_logps_and_entropies(trainer.model, input_ids, attention, keep, None, True)
+        theirs = GRPOTrainer._get_per_token_logps_and_entropies(
+            trainer, trainer.model, input_ids, attention, keep, compute_entropy=True
+        )
+    mask = output["completion_mask"].bool()
+    for mine, reference in zip(ours[:2], theirs[:2], strict=True):
+        assert mine.shape == reference.shape
+        assert torch.allclose(mine[mask], reference[mask], atol=1e-4)
+
+
 def torch_close(tensor, value: float) -> bool:
     return bool(((tensor - value).abs() < 1e-5).all())
 
@@ -206,6 +230,7 @@ VARIANTS = {
     "without_teacher_guidance": ["algorithm.guidance=fixed_retry", "teacher=none"],
     "without_reward_decay": ["algorithm.reward_decay=false"],
     "self_guidance": ["teacher=llm", "teacher.max_new_tokens=16"],
+    "entropy_mask": ["algorithm.entropy_mask={rho:0.25,mode:top}"],
 }
 
 
@@ -226,6 +251,11 @@ def test_socraticpo_runs_end_to_end(run_app, variant):
     assert all(0 <= line["socraticpo/correction_rate/step1"] <= 1 for line in train)
     if variant != "without_teacher_guidance":
         assert "eval/assisted_acc" in summary["final"]
+    kept = [line["entropy_mask/kept_fraction"] for line in lines if "entropy_mask/kept_fraction" in line]
+    if variant == "entropy_mask":  # the share of the student's tokens only: teacher turns are outside the mask
+        assert len(kept) == 4 and all(abs(k - 0.25) < 0.01 for k in kept)
+    else:
+        assert not kept
 
 
 def test_socraticpo_needs_a_teacher_for_teacher_guidance():

@@ -146,12 +146,15 @@ class GRPO(Algorithm):
         """Constructor arguments of ``trainer_base()`` beyond GRPOTrainer's."""
         return {}
 
+    def reward_functions(self, ctx: RunContext) -> list[Any]:
+        """TRL's ``reward_funcs``: the task's verifier, whose rewards the sampler observes."""
+        return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe)]
+
     def build_trainer(self, ctx: RunContext) -> Any:
-        sampler = ctx.components.sampler
-        trainer_cls = sampler.trainer_class(self.trainer_base())
+        trainer_cls = ctx.components.sampler.trainer_class(self.trainer_base())
         return trainer_cls(
             model=ctx.student.model,
-            reward_funcs=[ctx.components.task.reward_function(on_rewards=sampler.observe)],
+            reward_funcs=self.reward_functions(ctx),
             args=self.grpo_config(ctx),
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,

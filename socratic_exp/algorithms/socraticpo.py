@@ -20,6 +20,10 @@ KL term (``beta``) is off. ``grpo``: group-relative normalisation within each pr
 their attempts included, and TRL's ``beta`` KL in the loss. Both differ from TRL's GRPO default, which normalises
 one reward per completion within its group.
 
+**Entropy mask.** ``entropy_mask={rho: 0.2, mode: top}`` trains on the high-entropy student tokens only, with the
+mixin of ``algorithm=entropy_masked``; teacher turns lie outside TRL's token mask, so only the student's tokens
+compete for the rho share.
+
 The rollout uses TRL's ``rollout_func`` hook (``_generate_single_turn`` for the generation itself, so vLLM works
 as for GRPO); the subclass exists because TRL has no per-attempt rewards, teacher turns or reward decay.
 """
@@ -33,6 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from socratic_exp.algorithms.entropy_mask import EntropyMask, with_entropy_mask
 from socratic_exp.algorithms.grpo import GRPO
 from socratic_exp.errors import ConfigError
 
@@ -42,6 +47,9 @@ if TYPE_CHECKING:
 
 
 TURN_BUDGET = 96  # tokens reserved for a guidance turn when checking that another attempt fits
+# Packed rollouts differ several-fold in length (solved at once vs K attempts with guidance); scoring them in this
+# many length-sorted chunks, each cut to its own padding, skips most of the padding's compute.
+LENGTH_BUCKETS = 4
 
 
 def decayed_rewards(outcomes: Sequence[Sequence[float]], decay: bool = True) -> list[list[float]]:
@@ -86,6 +94,7 @@ def normalized_advantages(
 
 @dataclasses.dataclass(kw_only=True)
 class SocraticPO(GRPO):
+    max_steps: int = 150  # a step costs about three GRPO steps: the default experiment stays near 3.5 minutes
     max_attempts: int = 3
     reward_decay: bool = True
     backend: Literal["reinforce_pp", "grpo"] = "reinforce_pp"
@@ -94,6 +103,7 @@ class SocraticPO(GRPO):
     kl_coef: float = 0.0
     advantage_eps: float = 1e-6
     teacher_kl_every: int = 1  # steps between teacher-student KL diagnostics (0: off; needs a local teacher model)
+    entropy_mask: EntropyMask | None = None  # train on the high-entropy student tokens only (algorithm=entropy_masked)
 
     def validate(self) -> None:
         super().validate()
@@ -101,6 +111,12 @@ class SocraticPO(GRPO):
         self.check_range("kl_coef", ge=0.0)
         self.check_range("advantage_eps", gt=0.0)
         self.check_range("teacher_kl_every", ge=0)
+        self.check(
+            "trl_args",
+            not (self.entropy_mask and "top_entropy_quantile" in self.trl_args),
+            "sets top_entropy_quantile, TRL's own entropy mask, next to algorithm.entropy_mask",
+            "set algorithm.entropy_mask.rho instead",
+        )
         self.check("retry_prompt", bool(self.retry_prompt.strip()), "is empty", "give the fixed retry line")
         self.check(
             "beta",
@@ -126,22 +142,20 @@ class SocraticPO(GRPO):
                 "choose one (e.g. teacher=rule), or algorithm.guidance=fixed_retry",
             )
 
-    def build_trainer(self, ctx: RunContext) -> Any:
-        from trl import GRPOTrainer
+    def reward_functions(self, ctx: RunContext) -> list[Any]:
+        return [socratic_return]  # the rollout verifies and observes; TRL only logs its returns
 
-        sampler = ctx.components.sampler
-        trainer_cls = sampler.trainer_class(_trainer_class(GRPOTrainer))
-        return trainer_cls(
-            model=ctx.student.model,
-            reward_funcs=[socratic_return],
-            args=self.grpo_config(ctx),
-            train_dataset=ctx.data["train"],
-            processing_class=ctx.student.tokenizer,
-            callbacks=ctx.callbacks,
-            socratic=self,
-            components=ctx.components,
-            chat=ctx.student.chat,
-        )
+    def trainer_base(self) -> type:
+        return with_entropy_mask(_trainer_class(super().trainer_base()))
+
+    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
+        return {
+            "socratic": self,
+            "components": ctx.components,
+            "chat": ctx.student.chat,
+            "entropy_mask": self.entropy_mask,
+            "metrics_sink": ctx.sink,
+        }
 
 
 def socratic_return(completions: list[Any], trajectory_return: list[float], **_: Any) -> list[float]:
@@ -224,6 +238,7 @@ def _trainer_class(base: type) -> type:
             return total / max(count, 1.0)
 
         def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+            rollout_started = time.perf_counter()
             settings, task = self.socratic, self.components.task
             tokenizer = self.processing_class
             eos_ids = set(self.eos_token_ids)
@@ -281,6 +296,7 @@ def _trainer_class(base: type) -> type:
             self._rollouts = rollouts
             returns = self._rewards_and_metrics(rollouts, mode, generated_tokens, teacher_seconds)
             self._metrics[mode]["socraticpo/generation_slots"].append(generation_slots)
+            self._metrics[mode]["socraticpo/rollout_seconds"].append(time.perf_counter() - rollout_started)
             self.components.sampler.observe([row["index"] for row in self._rows], [r.outcomes[0] for r in rollouts])
             return {
                 "prompt_ids": prompt_ids,
@@ -322,6 +338,58 @@ def _trainer_class(base: type) -> type:
             if ends_with_eos and eos and glue.startswith(eos):
                 glue = glue[len(eos) :]  # the attempt's own end-of-turn token is already in place
             return tokenizer(glue, add_special_tokens=False)["input_ids"]
+
+        def _get_per_token_logps_and_entropies(
+            self,
+            model: Any,
+            input_ids: Any,
+            attention_mask: Any,
+            logits_to_keep: int,
+            batch_size: int | None = None,
+            compute_entropy: bool = False,
+            compute_aux_loss: bool = False,
+            **multimodal: Any,
+        ) -> tuple[Any, Any, Any]:
+            """TRL's log-probabilities, computed in length-sorted chunks that each drop the padding they do not need
+            (left of the prompts, right of the completions). Exact for rotary position embeddings, which see only
+            relative positions; MoE auxiliary losses and multimodal inputs take TRL's path unchanged."""
+            import torch
+
+            rows = input_ids.size(0)
+            if compute_aux_loss or rows <= 1 or any(value is not None for value in multimodal.values()):
+                return super()._get_per_token_logps_and_entropies(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size,
+                    compute_entropy,
+                    compute_aux_loss,
+                    **multimodal,
+                )
+            prompt_width = input_ids.size(1) - logits_to_keep
+            prompt_lengths = attention_mask[:, :prompt_width].sum(1)
+            completion_lengths = attention_mask[:, prompt_width:].sum(1)
+            size = math.ceil(rows / LENGTH_BUCKETS)
+            if batch_size:
+                size = min(size, batch_size)
+            order = torch.argsort(prompt_lengths + completion_lengths)
+            logps = entropies = None
+            for start in range(0, rows, size):
+                index = order[start : start + size]
+                left = prompt_width - int(prompt_lengths[index].max())
+                keep = max(int(completion_lengths[index].max()), 1)
+                window = slice(left, prompt_width + keep)
+                chunk_logps, chunk_entropies, _ = super()._get_per_token_logps_and_entropies(
+                    model, input_ids[index, window], attention_mask[index, window], keep, None, compute_entropy
+                )
+                if logps is None:
+                    logps = chunk_logps.new_zeros(rows, logits_to_keep)
+                    entropies = chunk_logps.new_zeros(rows, logits_to_keep) if compute_entropy else None
+                logps[index, :keep] = chunk_logps
+                if compute_entropy:
+                    entropies[index, :keep] = chunk_entropies
+            return logps, entropies, None
 
         # --- rewards and advantages ---------------------------------------------------------------------------
         def _gathered_outcomes(self, rollouts: list[_Rollout]) -> list[list[float]]:

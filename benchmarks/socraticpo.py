@@ -1,0 +1,226 @@
+"""``algorithm=socraticpo``: its step time relative to ``algorithm=grpo``, and the ablation sweep's results.
+
+    python benchmarks/socraticpo.py step-time [overrides]      # e.g. teacher=llm algorithm.max_attempts=2
+    python benchmarks/socraticpo.py sweep <multirun folder>...  # mean +- std per variant and teacher, and plots
+
+``step-time`` builds both trainers from the same warm-started student and runs whole steps on the same prompts
+(rollout, then loss and backward; the optimizer step, the same for both, is left out), alternating which goes
+first. It also counts SocraticPO's generation work: the student tokens it generated (only unsolved rollouts
+generate again), the decode slots the padded batches took (rows x longest attempt, per round), and the slots a
+rollout that regenerated every sample at every round would take.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from socratic_exp.algorithms.base import RunContext
+from socratic_exp.components import build_components
+from socratic_exp.hydra_support import compose
+
+REPEATS, WARMUP = 12, 1
+VARIANTS = ("full", "without_tg", "without_rd")
+
+
+def step_time(overrides: list[str]) -> None:
+    import torch
+
+    common = ["logger=none", "algorithm.log_completions=false", *overrides]
+    options = {
+        "grpo": build_components(compose("algorithm=grpo", "teacher=none", *common)),
+        "socraticpo": build_components(compose("algorithm=socraticpo", "teacher=rule", *common)),
+    }
+    c = options["socraticpo"]
+    data = c.task.build()
+    student = c.model.load(c.task)
+    c.teacher.attach(c.task, student)
+    trainers = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, components in options.items():
+            own = copy.copy(student)
+            own.model = copy.deepcopy(student.model)
+            ctx = RunContext(
+                components=components,
+                data=data,
+                student=own,
+                run_dir=Path(tmp) / name,
+                run_name="bench",
+                seed=0,
+                callbacks=[],
+                report_to=[],
+            )
+            trainer = components.algorithm.build_trainer(ctx)
+            trainer.model.train()
+            trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
+            trainers[name] = trainer
+        algorithm = c.algorithm
+        group, K = algorithm.num_generations, algorithm.max_attempts
+        prompts = algorithm.batch_size // group
+        times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        work: dict[str, list[float]] = defaultdict(list)
+        for repeat in range(WARMUP + REPEATS):
+            rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
+            rows = [row for row in rows for _ in range(group)]
+            order = list(trainers.items())
+            for name, trainer in order if repeat % 2 else order[::-1]:  # neither always goes first
+                torch.manual_seed(repeat)
+                start = time.perf_counter()
+                batch = trainer._generate_and_score_completions(rows)
+                middle = time.perf_counter()
+                trainer.compute_loss(trainer.model, batch).backward()
+                trainer.model.zero_grad()
+                end = time.perf_counter()
+                if repeat >= WARMUP:
+                    times[name]["rollout"].append(middle - start)
+                    times[name]["loss"].append(end - middle)
+                    times[name]["step"].append(end - start)
+                    times[name]["tokens"].append(float(batch["completion_mask"].sum()))
+                    if name == "socraticpo":
+                        for key, value in generation_work(trainer._rollouts, K).items():
+                            work[key].append(value)
+    median = {name: {k: statistics.median(v) for k, v in parts.items()} for name, parts in times.items()}
+    ratio = statistics.median(
+        s / g for s, g in zip(times["socraticpo"]["step"], times["grpo"]["step"], strict=True)
+    )  # pairs run back to back share the machine's load: steadier than the ratio of medians
+    print(f"one step on {algorithm.batch_size} rollouts ({prompts} prompts x {group}), median of {REPEATS}:")
+    for name, parts in median.items():
+        print(
+            f"  {name:<11} step {parts['step']:.3f} s = rollout {parts['rollout']:.3f} s + loss and backward "
+            f"{parts['loss']:.3f} s ({parts['tokens']:.0f} completion tokens)"
+        )
+    print(f"  socraticpo / grpo, paired: {ratio:.2f}x (K={K}, teacher={c.teacher.__class__.__name__})")
+    mean = {k: statistics.mean(v) for k, v in work.items()}
+    print(
+        f"generation per step (mean): {mean['attempts']:.1f} attempts, {mean['generated']:.0f} student tokens, "
+        f"{mean['slots']:.0f} decode slots (tokens / slots {mean['generated'] / mean['slots']:.2f}); regenerating "
+        f"every rollout at every round would take {mean['naive_slots']:.0f} slots "
+        f"({mean['naive_slots'] / mean['slots']:.2f}x), one GRPO round {mean['first_round_slots']:.0f}"
+    )
+
+
+def generation_work(rollouts: list, max_attempts: int) -> dict[str, float]:
+    """Generated tokens and decode slots of one batch of rollouts (each round's padded batch = rows x longest)."""
+    slots = naive = first = 0.0
+    for k in range(max_attempts):
+        lengths = [end - start for r in rollouts if len(r.segments) > k for start, end in [r.segments[k]]]
+        if not lengths:
+            break
+        slots += len(lengths) * max(lengths)
+        naive += len(rollouts) * max(lengths)
+        first = first or slots
+    return {
+        "attempts": float(sum(len(r.segments) for r in rollouts)),
+        "generated": float(sum(end - start for r in rollouts for start, end in r.segments)),
+        "slots": slots,
+        "naive_slots": naive,
+        "first_round_slots": first,
+    }
+
+
+def variant_of(config: dict) -> str:
+    algorithm = config["algorithm"]
+    if algorithm["guidance"] == "fixed_retry":
+        return "without_tg"
+    return "full" if algorithm["reward_decay"] else "without_rd"
+
+
+def sweep_report(sweep_dirs: list[Path]) -> None:
+    """Per (variant, teacher) over the completed jobs: held-out unassisted (greedy) and assisted accuracy after
+    training and the unassisted gain, as mean +- std; ``socraticpo_ablation.png`` in the first folder plots the
+    training curves (unassisted = attempt 1 vs guided = solved within K attempts) and held-out accuracy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    finals: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    curves: dict[tuple[str, str], list[list[dict]]] = defaultdict(list)
+    max_attempts: dict[tuple[str, str], int] = {}
+    for summary_file in sorted(f for sweep_dir in sweep_dirs for f in sweep_dir.glob("*/summary.json")):
+        summary = json.loads(summary_file.read_text())
+        if summary.get("status") != "completed":
+            continue
+        key = (variant_of(summary["config"]), summary["choices"]["teacher"])
+        max_attempts[key] = summary["config"]["algorithm"]["max_attempts"]
+        initial, final = summary["initial"], summary["final"]
+        finals[key]["unassisted"].append(final["eval/greedy_acc"])
+        finals[key]["gain"].append(final["eval/greedy_acc"] - initial["eval/greedy_acc"])
+        if "eval/assisted_acc" in final:
+            finals[key]["assisted"].append(final["eval/assisted_acc"])
+        records = summary_file.with_name("metrics.jsonl").read_text().splitlines()
+        curves[key].append([json.loads(line) for line in records])
+    if not finals:
+        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
+
+    def cell(values: list[float], signed: bool = False) -> str:
+        if not values:
+            return "-"
+        std = statistics.stdev(values) if len(values) > 1 else math.nan
+        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f}"
+
+    teachers = sorted({teacher for _, teacher in finals})
+    print("held-out accuracy after training, mean +- std over seeds (n = seeds)")
+    print(f"{'variant':<12}{'teacher':<9}{'n':>3}{'unassisted':>18}{'gain':>18}{'assisted':>18}")
+    for variant in VARIANTS:
+        for teacher in teachers:
+            values = finals.get((variant, teacher))
+            if values:
+                print(
+                    f"{variant:<12}{teacher:<9}{len(values['unassisted']):>3}{cell(values['unassisted']):>18}"
+                    f"{cell(values['gain'], signed=True):>18}{cell(values['assisted']):>18}"
+                )
+    figure, panels = plt.subplots(2, len(teachers), figsize=(6 * len(teachers), 8), squeeze=False)
+    for column, teacher in enumerate(teachers):
+        for variant, color in zip(VARIANTS, ("C0", "C1", "C2"), strict=True):
+            runs = curves.get((variant, teacher))
+            if not runs:
+                continue
+            guided = f"socraticpo/guided_acc/step{max_attempts[(variant, teacher)]}"
+            for metric, style in (("socraticpo/unassisted_acc", "-"), (guided, "--")):
+                steps, means = mean_curve(runs, metric, window=10)
+                label = f"{variant}: {'unassisted' if style == '-' else 'guided'}"
+                panels[0][column].plot(steps, means, style, color=color, label=label)
+            for metric, style in (("eval/greedy_acc", "-"), ("eval/assisted_acc", "--")):
+                steps, means = mean_curve(runs, metric, window=1)
+                panels[1][column].plot(steps, means, style, marker="o", color=color, label=f"{variant}: {metric}")
+        panels[0][column].set_title(f"teacher={teacher}: training rollouts (mean over seeds, 10-step average)")
+        panels[0][column].set_ylabel("accuracy")
+        panels[1][column].set_title(f"teacher={teacher}: held-out")
+        panels[1][column].set_xlabel("step")
+        panels[1][column].set_ylabel("accuracy")
+        for axes in panels[:, column]:
+            axes.legend(fontsize=7)
+    figure.tight_layout()
+    plot = sweep_dirs[0] / "socraticpo_ablation.png"
+    figure.savefig(plot, dpi=110)
+    print(f"plot: {plot}")
+
+
+def mean_curve(runs: list[list[dict]], metric: str, window: int) -> tuple[list[int], list[float]]:
+    """The metric's mean over runs at each step where every run logged it, then a trailing moving average."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for records in runs:
+        for record in records:
+            if metric in record:
+                by_step[record["step"]].append(record[metric])
+    steps = sorted(step for step, values in by_step.items() if len(values) == len(runs))
+    means = [statistics.mean(by_step[step]) for step in steps]
+    smoothed = [statistics.mean(means[max(0, i - window + 1) : i + 1]) for i in range(len(means))]
+    return steps, smoothed
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "step-time":
+        step_time(sys.argv[2:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "sweep":
+        sweep_report([Path(arg) for arg in sys.argv[2:]])
+    else:
+        sys.exit(__doc__.split("\n\n")[1])
