@@ -31,8 +31,9 @@ def run(env: dict[str, str], cwd: str, overrides: list[str]) -> tuple[float, dic
 
 def report(label: str, elapsed: float, summary: dict) -> None:
     initial, final = summary["initial"], summary["final"]
-    print(f"{label}: {elapsed:.0f} s wall, {summary['steps']} GRPO steps")
-    for key in sorted(k for k in final if k.startswith(("eval/greedy_acc", "eval/sampled_acc", "eval/pass@"))):
+    print(f"{label}: {elapsed:.0f} s wall, {summary['steps']} {summary['choices']['algorithm']} steps")
+    shown = ("eval/greedy_acc", "eval/assisted_acc", "eval/sampled_acc", "eval/pass@")
+    for key in sorted(k for k in final if k.startswith(shown)):
         print(f"    {key:<24} {initial.get(key, float('nan')):.3f} -> {final[key]:.3f}")
 
 

@@ -271,6 +271,15 @@ class Experiment:
         )
 
     def _print_result(self, initial: dict[str, float], final: dict[str, float]) -> None:
-        keys = [k for k in final if k.count("/") == 1]
-        lines = [f"  {k:<24} {initial.get(k, float('nan')):.3f} -> {final[k]:.3f}" for k in keys]
-        log.info("held-out results (before -> after) in %s\n%s", self.run_dir, "\n".join(lines))
+        meanings = {
+            "eval/greedy_acc": "unassisted, greedy",
+            "eval/sampled_acc": "unassisted, sampled",
+            "eval/assisted_acc": f"with the teacher's guidance, up to {self.c.eval.assisted_attempts} attempts",
+            "eval/no_answer": "share without a readable answer",
+        }
+        lines = [f"  {'':<24} {'before':>6}    {'after':>6}"]
+        for key in (k for k in final if k.count("/") == 1):
+            pass_k = key.removeprefix("eval/pass@") if key.startswith("eval/pass@") else None
+            meaning = meanings.get(key, f"solved by any of {pass_k} samples" if pass_k else "")
+            lines.append(f"  {key:<24} {initial.get(key, float('nan')):>6.3f} -> {final[key]:>6.3f}   {meaning}")
+        log.info("held-out results in %s\n%s", self.run_dir, "\n".join(lines))

@@ -65,7 +65,7 @@ class Task(Component):
                 "data_files",
                 Path(path).is_file(),
                 f"file {path!r} for split {split!r} does not exist",
-                "point it at an existing JSONL file",
+                "point it at an existing JSON Lines, JSON or parquet file",
             )
 
     # --- to implement ---------------------------------------------------------------------------------------

@@ -1,0 +1,46 @@
+"""Every single-run command the README shows composes and validates (a cookbook that errors is a bug)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+from conftest import ROOT, compose
+
+from socratic_exp.components import build_components
+from socratic_exp.errors import ConfigError
+
+# flags and values that are not overrides, or need something outside the config (a run folder, a shell variable)
+NOT_CHECKABLE = ("--help", "--cfg", "resume=outputs", "$", "<")
+
+
+def readme_commands() -> list[list[str]]:
+    commands = []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        match = re.search(r"python -m socratic_exp\b(.*)", line)
+        if not match or "`" in line[: match.start()]:  # prose that mentions a command inline
+            continue
+        words = shlex.split(match.group(1).split("#", 1)[0].split("&&", 1)[0], posix=True)
+        if any(flag in word for word in words for flag in NOT_CHECKABLE):
+            continue
+        commands.append([w for w in words if w not in ("-m", "--multirun")])
+    return commands
+
+
+COMMANDS = readme_commands()
+
+
+def test_the_readme_shows_commands():
+    assert len(COMMANDS) >= 20
+
+
+@pytest.mark.parametrize("overrides", COMMANDS, ids=[" ".join(c) or "(default)" for c in COMMANDS])
+def test_readme_command_composes_and_validates(overrides):
+    sweep_values = [o for o in overrides if "," in o.split("=", 1)[-1] and "{" not in o]
+    # a sweep's first value of each swept key stands for the whole sweep
+    single = [o.split(",", 1)[0] if o in sweep_values else o for o in overrides]
+    try:
+        build_components(compose(*single))
+    except ConfigError as error:  # an example file of the user's own that this machine lacks
+        assert "data_files" in error.key and "does not exist" in str(error), error
