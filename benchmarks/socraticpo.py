@@ -185,13 +185,13 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
                 continue
             guided = f"socraticpo/guided_acc/step{max_attempts[(variant, teacher)]}"
             for metric, style in (("socraticpo/unassisted_acc", "-"), (guided, "--")):
-                steps, means = mean_curve(runs, metric, window=10)
+                steps, means = mean_curve(runs, metric, window=4)
                 label = f"{variant}: {'unassisted' if style == '-' else 'guided'}"
                 panels[0][column].plot(steps, means, style, color=color, label=label)
             for metric, style in (("eval/greedy_acc", "-"), ("eval/assisted_acc", "--")):
                 steps, means = mean_curve(runs, metric, window=1)
                 panels[1][column].plot(steps, means, style, marker="o", color=color, label=f"{variant}: {metric}")
-        panels[0][column].set_title(f"teacher={teacher}: training rollouts (mean over seeds, 10-step average)")
+        panels[0][column].set_title(f"teacher={teacher}: training rollouts (seed mean, last 4 logs)")
         panels[0][column].set_ylabel("accuracy")
         panels[1][column].set_title(f"teacher={teacher}: held-out")
         panels[1][column].set_xlabel("step")
@@ -205,7 +205,8 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
 
 
 def mean_curve(runs: list[list[dict]], metric: str, window: int) -> tuple[list[int], list[float]]:
-    """The metric's mean over runs at each step where every run logged it, then a trailing moving average."""
+    """The metric's mean over runs at each step where every run logged it, then a moving average over the last
+    ``window`` of those steps."""
     by_step: dict[int, list[float]] = defaultdict(list)
     for records in runs:
         for record in records:
