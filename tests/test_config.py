@@ -245,3 +245,14 @@ def test_missing_hub_model_offline_is_one_line(run_app):
     assert "Traceback" not in proc.stderr
     (summary,) = outputs.glob("*/*/summary.json")
     assert '"status": "failed"' in summary.read_text()
+
+
+def test_default_is_socraticpo_which_brings_the_rule_teacher_unless_another_is_named():
+    def teacher(*overrides: str) -> str:
+        return compose(*overrides).teacher._target_.rsplit(".", 1)[1]
+
+    assert compose().algorithm._target_.endswith("SocraticPO")
+    assert teacher() == "RuleTeacher"
+    assert teacher("teacher=llm") == "LLMTeacher"
+    assert teacher("algorithm=grpo") == "NoTeacher"
+    assert teacher("algorithm=grpo", "teacher=rule") == "RuleTeacher"
