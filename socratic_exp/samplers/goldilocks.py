@@ -53,6 +53,8 @@ MAX_PENDING = 16  # chosen batches kept until their feedback arrives (the datalo
 
 @dataclasses.dataclass(kw_only=True)
 class GoldilocksSampler(PromptSampler):
+    """The settings (documented in ``conf/sampler/goldilocks.yaml``); the trainer's sampler is its ``selector``."""
+
     candidates: int = 4
     selection: Literal["greedy", "softmax"] = "greedy"
     temperature: float = 0.05
@@ -72,10 +74,9 @@ class GoldilocksSampler(PromptSampler):
     background: bool = True
 
     def validate(self) -> None:
-        for name in ("candidates", "embedding_batch_size", "projection_dim", "update_every", "update_steps"):
+        for name in ("candidates", "embedding_batch_size", "projection_dim", "update_every", "update_steps",
+                     "update_batch_size", "buffer_size"):  # fmt: skip
             self.check_range(name, ge=1)
-        self.check_range("update_batch_size", ge=1)
-        self.check_range("buffer_size", ge=1)
         self.check_range("hidden_size", ge=0)
         self.check_range("temperature", gt=0.0)
         self.check_range("epsilon", ge=0.0, le=1.0)
