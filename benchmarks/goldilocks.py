@@ -34,10 +34,10 @@ ON_THREAD = ("selection_s", "feedback_s", "wait_s")
 def overhead(overrides: list[str]) -> None:
     from transformers import TrainerCallback
 
-    cfg = compose(
-        "algorithm=grpo", "sampler=goldilocks", "logger=none", "algorithm.max_steps=30", "algorithm.save_steps=10000",
-        "algorithm.log_completions=false", *overrides,
-    )  # fmt: skip
+    defaults = ["algorithm=grpo", "sampler=goldilocks", "logger=none", "algorithm.max_steps=30",
+                "algorithm.save_steps=10000", "algorithm.log_completions=false"]  # fmt: skip
+    given = {override.split("=", 1)[0] for override in overrides}
+    cfg = compose(*[d for d in defaults if d.split("=", 1)[0] not in given], *overrides)
     c = build_components(cfg, {"algorithm": cfg.algorithm._target_.rsplit(".", 1)[-1]})
     data = c.task.build()
     student = c.model.load(c.task)

@@ -228,6 +228,15 @@ def test_state_survives_a_resume(tmp_path):
     assert resumed.fits == original.fits > 0
 
 
+def test_a_question_in_two_batches_keeps_the_later_batch_waiting():
+    features, _ = planted(size=40)
+    sel = selector(features)
+    sel.pending.extend([([1, 2], {1, 2}), ([2, 3], {2, 3})])  # the batch trained now, and the one fetched ahead
+    sel.observe({1: [1.0, 0.0], 2: [1.0, 1.0]})
+    assert [chunk for chunk, _ in sel.pending] == [[2, 3]]
+    assert sel.state_dict()["replay"] == [[2, 3]]  # a resume would serve it again, whole
+
+
 def test_sampler_restores_state_given_before_its_selector_exists():
     import torch
 

@@ -385,9 +385,10 @@ class GoldilocksSelector:
 
     def _settle_pending(self, positions: list[int]) -> None:
         """Chosen batches whose feedback has all arrived leave the queue a resume would replay."""
-        observed = set(positions)
-        for _, waiting in self.pending:
-            waiting -= observed
+        for position in positions:  # the earliest batch waiting for it (a question may be in the next one too)
+            waiting = next((w for _, w in self.pending if position in w), None)
+            if waiting is not None:
+                waiting.discard(position)
         while self.pending and not self.pending[0][1]:
             self.pending.popleft()
 
