@@ -1,7 +1,9 @@
-"""Trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation."""
+"""Trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation, the sampler's state in
+checkpoints."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
@@ -51,3 +53,31 @@ class PeriodicEvalCallback(TrainerCallback):
             metrics = self.evaluator.evaluate(self.student)
             if state.is_world_process_zero:
                 self.sink.log_evaluation(metrics, step, self.teacher)
+
+
+class SamplerStateCallback(TrainerCallback):
+    """The sampler's state (``PromptSampler.state_dict``) goes into every checkpoint folder and comes back when a run
+    resumes from one (``on_train_begin`` runs after the trainer has restored its step, before the first batch)."""
+
+    def __init__(self, sampler: PromptSampler):
+        self.sampler = sampler
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not state.is_world_process_zero:
+            return
+        import torch
+
+        from socratic_exp.samplers.base import STATE_FILE
+
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir():
+            torch.save(self.sampler.state_dict(), folder / STATE_FILE)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import torch
+
+        from socratic_exp.samplers.base import STATE_FILE
+
+        path = Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE
+        if state.global_step and path.is_file():
+            self.sampler.load_state_dict(torch.load(path, weights_only=True))

@@ -163,7 +163,7 @@ class Experiment:
         from transformers.trainer_utils import get_last_checkpoint
 
         from socratic_exp.algorithms.base import RunContext
-        from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
+        from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback, SamplerStateCallback
         from socratic_exp.evaluation import Evaluator
         from socratic_exp.plots import plot_learning_curves
         from socratic_exp.tasks.base import render_prompt
@@ -213,6 +213,7 @@ class Experiment:
             callbacks = [
                 metrics_callback,
                 PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher),
+                SamplerStateCallback(c.sampler),
             ]
             ctx = RunContext(
                 components=c,

@@ -115,6 +115,15 @@ BAD_INPUTS = [
     (["teacher=rule", "teacher.min_occurrences=0"], "teacher.min_occurrences=0: must be >= 1"),
     (["teacher=rule", "eval.assisted_attempts=0"], "eval.assisted_attempts=0: must be >= 1"),
     (["algorithm=grpo", "objective=eval/assisted_acc"], "objective='eval/assisted_acc': is not a metric"),
+    (["sampler=goldilocks", "sampler.candidates=0"], "sampler.candidates=0: must be >= 1"),
+    (["sampler=goldilocks", "sampler.epsilon=1.5"], "sampler.epsilon=1.5: must be <= 1.0"),
+    (["sampler=goldilocks", "sampler.temperature=0"], "sampler.temperature=0.0: must be > 0.0"),
+    (["sampler=goldilocks", "sampler.selection=top"], "sampler.selection='top': expected one of 'greedy'"),
+    (["sampler=goldilocks", "sampler.loss=huber"], "sampler.loss='huber': expected one of 'mae'"),
+    (["sampler=goldilocks", "sampler.features=embedding_model"], "sampler.embedding_model=None: is the encoder"),
+    (["sampler=goldilocks", "sampler.embedding_model=x"], "sampler.embedding_model='x': is the encoder"),
+    (["sampler=goldilocks", "sampler.features=none"], "sampler.features='none': none leaves the predictor"),
+    (["sampler=goldilocks", "+sampler.bogus=1"], "sampler.bogus: unknown key"),
 ]
 
 
