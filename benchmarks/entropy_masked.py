@@ -11,7 +11,6 @@ timed alone: on a shared CPU whole losses vary by several percent from run to ru
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
@@ -22,7 +21,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from socratic_exp.algorithms.base import RunContext
+from paired_trainers import build_trainers
+
 from socratic_exp.algorithms.entropy_mask import EntropyMask
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
@@ -44,25 +44,8 @@ def step_time(overrides: list[str]) -> None:
     c = options["grpo"]
     data = c.task.build()
     student = c.model.load(c.task)
-    trainers = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, components in options.items():
-            own = copy.copy(student)
-            own.model = copy.deepcopy(student.model)
-            ctx = RunContext(
-                components=components,
-                data=data,
-                student=own,
-                run_dir=Path(tmp) / name,
-                run_name="bench",
-                seed=0,
-                callbacks=[],
-                report_to=[],
-            )
-            trainer = components.algorithm.build_trainer(ctx)
-            trainer.model.train()
-            trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
-            trainers[name] = trainer
+        trainers = build_trainers(options, data, student, Path(tmp))
         algorithm = options["entropy_masked"].algorithm
         group = algorithm.num_generations
         rows = [data["train"][i] for i in range(algorithm.batch_size // group) for _ in range(group)]

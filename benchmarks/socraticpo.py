@@ -12,7 +12,6 @@ rollout that regenerated every sample at every round would take.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import statistics
@@ -22,7 +21,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from socratic_exp.algorithms.base import RunContext
+from paired_trainers import build_trainers
+
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 
@@ -42,25 +42,8 @@ def step_time(overrides: list[str]) -> None:
     data = c.task.build()
     student = c.model.load(c.task)
     c.teacher.attach(c.task, student)
-    trainers = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, components in options.items():
-            own = copy.copy(student)
-            own.model = copy.deepcopy(student.model)
-            ctx = RunContext(
-                components=components,
-                data=data,
-                student=own,
-                run_dir=Path(tmp) / name,
-                run_name="bench",
-                seed=0,
-                callbacks=[],
-                report_to=[],
-            )
-            trainer = components.algorithm.build_trainer(ctx)
-            trainer.model.train()
-            trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
-            trainers[name] = trainer
+        trainers = build_trainers(options, data, student, Path(tmp))
         algorithm = c.algorithm
         group, K = algorithm.num_generations, algorithm.max_attempts
         prompts = algorithm.batch_size // group
