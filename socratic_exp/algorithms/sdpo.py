@@ -55,6 +55,8 @@ from socratic_exp.algorithms.self_distillation import (
     margin_between,
     parse_sources,
     per_token_divergence,
+    reshaped_advantages,
+    reweighted_advantages,
 )
 from socratic_exp.errors import ConfigError
 
@@ -338,18 +340,9 @@ def sdpo_trainer_class(base: type) -> type:
             tokens = self._token_mask(output)
             self._record_teacher_stats(mode, teacher, student, entropy, tokens, output)
             delta = (teacher - student) * tokens * output["distill_mask"].unsqueeze(1)
-            advantages = output["advantages"].unsqueeze(1)
             if self.sdpo.hybrid == "advantage_reshaping":
-                return (advantages + self.sdpo.reshape_coef * delta) * tokens
-            clip = self.sdpo.reweight_clip
-            weights = torch.exp(torch.sign(advantages) * delta).clamp(1 / clip, clip) * tokens
-            weights = weights / (weights.sum(1, keepdim=True) / tokens.sum(1, keepdim=True).clamp(min=1)).clamp(
-                min=1e-8
-            )
-            self._metrics[mode]["self_distillation/reweight_spread"].append(
-                float(((weights - 1).abs() * tokens).sum() / tokens.sum().clamp(min=1))
-            )
-            return advantages * weights
+                return reshaped_advantages(output["advantages"], delta, tokens, self.sdpo.reshape_coef)
+            return reweighted_advantages(output["advantages"], delta, tokens, self.sdpo.reweight_clip)
 
         @staticmethod
         def _token_mask(inputs: dict[str, Any]) -> Any:

@@ -231,6 +231,23 @@ def full_logits(model: Any, input_ids: Any, attention_mask: Any, keep: int, temp
     return outputs.logits[:, :-1][:, -keep:].float() / temperature
 
 
+def reshaped_advantages(advantages: Any, delta: Any, tokens: Any, coef: float) -> Any:
+    """Advantage reshaping (VPD paper, B.2): A_t = A + coef * delta_t, delta_t = sg(log q - log pi) (zero where the
+    rollout has no usable feedback). ``advantages`` (B,), ``delta`` and ``tokens`` (B, T)."""
+    return (advantages.unsqueeze(1) + coef * delta) * tokens
+
+
+def reweighted_advantages(advantages: Any, delta: Any, tokens: Any, clip: float) -> Any:
+    """Distillation-guided reweighting (B.3, our reading): A_t = A * w_t, w_t = clip(exp(sign(A) delta_t), 1/clip,
+    clip) normalised to mean 1 over the rollout's tokens, so each rollout's summed advantage is unchanged."""
+    import torch
+
+    advantages = advantages.unsqueeze(1)
+    weights = torch.exp(torch.sign(advantages) * delta).clamp(1 / clip, clip) * tokens
+    mean = weights.sum(1, keepdim=True) / tokens.sum(1, keepdim=True).clamp(min=1)
+    return advantages * weights / mean.clamp(min=1e-8)
+
+
 def margin_between(per_sample: Any, correct: Any) -> float | None:
     """Mean of ``per_sample`` over correct rollouts minus over incorrect ones (None unless both occur)."""
     correct = correct.bool()
