@@ -19,6 +19,7 @@ from socratic_exp.algorithms.self_distillation import (
     SDPO_TEMPLATES,
     ContextSettings,
     Rollout,
+    Templates,
     build_contexts,
     environment_feedback,
     reshaped_advantages,
@@ -80,6 +81,24 @@ def test_e_step_loss_vanishes_at_the_target_and_pushes_toward_it():
     assert teacher_support_kl(torch.zeros(1, 4), torch.zeros(1, 4)) == pytest.approx(0.0)
 
 
+@pytest.mark.parametrize(
+    ("arm", "expected"),
+    [
+        ("grpo", ("GRPO", None, None)),
+        ("sdpo/sibling", ("SDPO", "sibling", None)),
+        ("vpd_dynamic/environment", ("VPD", "environment", "dynamic")),
+        ("vpd_fixed/teacher", ("VPD", "teacher", "fixed")),
+    ],
+)
+def test_the_ablation_arms_compose(arm, expected):
+    from socratic_exp.components import build_components
+
+    c = build_components(compose("+sweep=vpd_ablation", f"+vpd_arm={arm}"))
+    a = c.algorithm
+    assert (type(a).__name__, getattr(a, "feedback", None), getattr(a, "reference_prior", None)) == expected
+    assert (type(c.teacher).__name__ == "RuleTeacher") == (expected[1] == "teacher")  # critiques need a teacher
+
+
 # --- the feedback contexts -----------------------------------------------------------------------------------------
 
 GROUP = [  # one prompt, four rollouts: wrong, right, wrong (format), right
@@ -112,7 +131,7 @@ def test_environment_feedback_is_the_verifiers_reason_after_the_attempt():
     contexts = build_contexts(GROUP, 4, plain("environment"))
     assert [c.usable for c in contexts] == [True, False, True, False]  # successes get no feedback
     assert contexts[0].feedback == environment_feedback("wrong")
-    assert contexts[0].prompt == f"Q: 3+4*2=?\n3+4=7\n7*2=14\nA: 14\n{environment_feedback('wrong')}\n"
+    assert contexts[0].prompt == f"{environment_feedback('wrong')}\nQ: 3+4*2=?\n"
     assert "format" in contexts[2].feedback and contexts[2].feedback != contexts[0].feedback
     assert contexts[1].prompt == "Q: 3+4*2=?\n"
 
@@ -126,11 +145,15 @@ def test_teacher_feedback_is_the_critique_of_the_failed_rollouts():
 
     contexts = build_contexts(GROUP, 4, plain("teacher"), critic)
     assert asked == [[0, 2]]  # one batched call, failed rollouts only
-    assert contexts[2].prompt == "Q: 3+4*2=?\n4*2=8\n3+8=11\nHint: critique 2.\n"
+    assert contexts[2].prompt == "Hint: critique 2.\nQ: 3+4*2=?\n"
+    # the warm-start's retry layout, with the attempt shown
+    layout = Templates("{solution}{prompt}{feedback}", PLAIN_TEMPLATES.solution, "{attempt}\n{feedback_raw}\n")
+    retry = build_contexts(GROUP, 4, ContextSettings(("teacher",), layout), critic)
+    assert retry[2].prompt == "Q: 3+4*2=?\n4*2=8\n3+8=11\nHint: critique 2.\n"
     both = build_contexts(GROUP, 4, plain("sibling", "environment", "teacher"), critic)
     assert both[0].prompt == (
-        "Note: a correct solution is\n4*2=8\n3+8=11\nA: 11\nQ: 3+4*2=?\n3+4=7\n7*2=14\nA: 14\n"
-        f"{environment_feedback('wrong')}\nHint: critique 0.\n"
+        f"Note: a correct solution is\n4*2=8\n3+8=11\nA: 11\n{environment_feedback('wrong')}\nHint: critique 0.\n"
+        "Q: 3+4*2=?\n"
     )
     calls = len(asked)
     only = build_contexts(GROUP, 4, plain("sibling", "teacher", feedback_only_without_solution=True), critic)

@@ -17,11 +17,13 @@ feedback of a rollout that has a demonstration (the official code's ``environmen
 
 Templates: ``context_style=sdpo`` uses SDPO's (TRL's and the official code's) reprompt / solution / feedback templates
 and puts the reprompt in the last user turn of a chat prompt. ``plain`` is for completion-style prompts (the embedded
-tiny model, base models): the demonstration is a ``Note:`` preamble before the question and the feedback follows the
-failed attempt, the layouts the tiny student saw in its warm-start (a principle before the question; a wrong attempt,
-a ``Hint:`` line, then a corrected attempt). This is a departure from SDPO, which never shows the teacher the failed
-attempt: its reprompt ends with an instruction a completion model would not continue with the answer.
-``auto`` is ``sdpo`` for chat models and ``plain`` otherwise; each template can be replaced.
+tiny model, base models), whose completion must follow the question itself: the demonstration (``Note: a correct
+solution is ...``) and the feedback lines come before the question, as the principle lines of the tiny student's
+warm-start do. Like SDPO, neither style shows the teacher the failed attempt. Custom templates may, with {attempt}:
+``reprompt_template='{solution}{prompt}{feedback}' feedback_template='{attempt}\n{feedback_raw}\n'`` is the
+warm-start's retry layout, whose teacher lowers the likelihood of every token of the failed attempt, its answer line
+included, where the preamble's leaves the answer line alone (``benchmarks/vpd.py contexts``). ``auto`` is ``sdpo`` for
+chat models and ``plain`` otherwise.
 
 **The distillation loss.** TRL's ``trl.experimental.sdpo.loss_utils`` (sampled-token reverse KL, full-vocabulary or
 top-k divergences with optional tail bucket, clipped importance ratio) computes the per-token divergence; only the
@@ -59,11 +61,11 @@ SDPO_TEMPLATES = Templates(
     solution="\nCorrect solution:\n\n{successful_previous_attempt}\n\n",
     feedback="\nThe following is feedback from your unsuccessful earlier attempt:\n\n{feedback_raw}\n\n",
 )
-# Completion-style prompts: the layouts of the tiny student's warm-start (see the module docstring).
+# Completion-style prompts: context lines before the question, as in the tiny student's warm-start.
 PLAIN_TEMPLATES = Templates(
-    reprompt="{solution}{prompt}{feedback}",
+    reprompt="{solution}{feedback}{prompt}",
     solution="Note: a correct solution is\n{successful_previous_attempt}\n",
-    feedback="{attempt}\n{feedback_raw}\n",
+    feedback="{feedback_raw}\n",
 )
 _THINKING = re.compile(r"<think>.*?</think>", re.DOTALL)
 

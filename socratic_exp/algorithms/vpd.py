@@ -2,6 +2,9 @@
 
 **M-step** (every step): SDPO's distillation, unchanged: the student minimises the divergence to the feedback-
 conditioned teacher's token distribution on its own on-policy rollouts (every ``algorithm.*`` of ``sdpo`` applies).
+Its defaults are the official SDPO code's (``conf/algorithm/sdpo_official.yaml``: Jensen-Shannon on the top-100
+logits with a tail bucket, mean over the distilled tokens...), not TRL's, since the paper builds on that code; the
+ablation sweep compares VPD with that preset, so only the E-step differs.
 
 **E-step** (every ``e_step_every`` M-steps, before that step's M-step, on its rollouts): the teacher q_phi(y | x, C)
 is refined toward the reward-tilted target q*(y | x) = pi_ref(y | x) exp(r(x, y) / beta) / Z(x) (Appendix A.1).
@@ -56,6 +59,16 @@ NOTHING_TO_FIT = 1e-6  # an E-step loss (nats) below which the teacher already m
 
 @dataclasses.dataclass(kw_only=True)
 class VPD(SDPO):
+    # the M-step as the official SDPO code runs it (conf/algorithm/sdpo_official.yaml)
+    distillation: Literal["sampled_token", "full_logits", "topk_logits"] = "topk_logits"
+    topk: int | None = 100
+    add_tail: bool = True
+    alpha: float = 0.5
+    success_threshold: float = 0.5
+    remove_thinking: bool = True
+    feedback_only_without_solution: bool = True
+    loss_aggregation: Literal["sequence_mean", "token_mean"] = "token_mean"
+    scale_rewards: Literal["group", "batch", "none"] = "none"
     e_step_every: int = 1  # F: M-steps per E-step
     e_step_iterations: int = 1  # teacher optimizer steps per E-step
     reference_prior: Literal["dynamic", "fixed"] = "dynamic"  # the anchor: current student | initial student
