@@ -144,14 +144,12 @@ def memory(overrides: list[str]) -> None:
 def memory_one(name: str, overrides: list[str]) -> None:
     import resource
 
-    components = _components(name, overrides)
+    components = _components(name, [*overrides, "algorithm.max_steps=3", "algorithm.save_steps=1000"])
     data = components.task.build()
     student = components.model.load(components.task)
     components.teacher.attach(components.task, student)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = _trainer(components, data, student, Path(tmp))
-        trainer.args.max_steps = 3
-        trainer.args.save_strategy = "no"
         trainer.train()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     teacher = getattr(trainer, "memory", {}).get("description", "no teacher")
@@ -159,9 +157,10 @@ def memory_one(name: str, overrides: list[str]) -> None:
 
 
 def contexts() -> None:
-    """For each feedback context: the share of rollouts it covers, the student's sampled accuracy on them, the greedy
-    accuracy of the teacher (the student reading that context) on the same questions, and the teacher's mean per-token
-    log q/pi on the rollouts themselves (all tokens, and the final ``A:`` line): what the distillation will push."""
+    """For each feedback context: the share of rollouts it covers, the student's accuracy on them (of those rollouts,
+    and greedy on their questions), the greedy accuracy of the teacher (the student reading that context) on the same
+    questions, and the teacher's mean per-token log q/pi on the rollouts themselves (all tokens, and the final ``A:``
+    line): what the distillation will push."""
     import torch
 
     from socratic_exp.algorithms.self_distillation import (
@@ -212,13 +211,17 @@ def contexts() -> None:
     }
     print(f"{len(rollouts)} sampled rollouts of {len(rows)} held-out questions; student sampled accuracy "
           f"{sum(r.score for r in rollouts) / len(rollouts):.3f}")  # fmt: skip
-    print(f"{'context':<28}{'usable':>8}{'student acc':>13}{'teacher acc':>13}{'log q/pi':>10}{'A: line':>9}")
+    greedy = generate(student, [r["prompt"] for r in rows], max_new_tokens=48, batch_size=200)
+    greedy_score = [c.task.score(text, row["answer"]) for text, row in zip(greedy, rows, strict=True)]
+    header = f"{'usable':>8}{'rollouts':>10}{'greedy':>8}{'teacher':>9}{'log q/pi':>10}{'A: line':>9}"
+    print(f"{'context':<28}{header}   (accuracy of the rollouts, of the student's greedy answer, of the teacher's)")
     for name, (sources, templates) in layouts.items():
         built = build_contexts(rollouts, group, ContextSettings(sources, templates), critic)
         usable = [i for i, context in enumerate(built) if context.usable]
         outputs = generate(student, [built[i].prompt for i in usable], max_new_tokens=48, batch_size=200)
         teacher = sum(c.task.score(o, answers[i]) for o, i in zip(outputs, usable, strict=True)) / len(usable)
         own = sum(rollouts[i].score for i in usable) / len(usable)
+        plain_greedy = sum(greedy_score[i // group] for i in usable) / len(usable)
         ratios, answer_lines = [], []
         for i in usable:
             text = rollouts[i].completion
@@ -228,7 +231,7 @@ def contexts() -> None:
             if last.startswith("A:"):
                 answer_lines.append(float(ratio[text.rindex(last) :][: len(last)].mean()))
         print(
-            f"{name:<28}{len(usable) / len(rollouts):>8.3f}{own:>13.3f}{teacher:>13.3f}"
+            f"{name:<28}{len(usable) / len(rollouts):>8.3f}{own:>10.3f}{plain_greedy:>8.3f}{teacher:>9.3f}"
             f"{statistics.mean(ratios):>+10.3f}{statistics.mean(answer_lines):>+9.3f}"
         )
 

@@ -213,7 +213,7 @@ def _vpd_trainer_class(base: type) -> type:
             before = loss_value = None
             for _ in range(settings.e_step_iterations):
                 self.e_optimizer.zero_grad(set_to_none=True)
-                ratio = self._teacher_log_ratio(output, tokens, keep, student, groups, grad=True)
+                ratio = self._teacher_log_ratio(output, tokens, keep, student, groups)
                 loss = e_step_loss(ratio, target)
                 if before is None:
                     before = teacher_support_kl(ratio.detach(), prior)
@@ -259,14 +259,11 @@ def _vpd_trainer_class(base: type) -> type:
                 student, _ = self._sampled_logps(self.model, ids, mask, keep)
             return (student * tokens).sum(1)
 
-        def _teacher_log_ratio(
-            self, output: dict[str, Any], tokens: Any, keep: int, student: Any, groups: int, grad: bool
-        ) -> Any:
-            """log q_phi(y | x, C) - log pi_theta(y | x) per rollout, as (groups, G)."""
-            with torch.set_grad_enabled(grad):
-                teacher, _ = self._sampled_logps(
-                    self.teacher_model, output["teacher_input_ids"], output["teacher_attention_mask"], keep
-                )
+        def _teacher_log_ratio(self, output: dict[str, Any], tokens: Any, keep: int, student: Any, groups: int) -> Any:
+            """log q_phi(y | x, C) - log pi_theta(y | x) per rollout, as (groups, G), with the teacher's gradient."""
+            teacher, _ = self._sampled_logps(
+                self.teacher_model, output["teacher_input_ids"], output["teacher_attention_mask"], keep
+            )
             return ((teacher * tokens).sum(1) - student).view(groups, -1)
 
         def _teacher_state(
