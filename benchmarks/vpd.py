@@ -98,6 +98,8 @@ def step_time(overrides: list[str]) -> None:
             shift = repeat % len(order)
             for name, trainer in order[shift:] + order[:shift]:  # each goes first in turn
                 torch.manual_seed(repeat)
+                if hasattr(trainer, "e_step"):
+                    trainer._last_e_step = None  # no training loop moves global_step here: every step is an E-step
                 start = time.perf_counter()
                 batch = trainer._generate_and_score_completions(rows)
                 middle = time.perf_counter()
@@ -274,6 +276,10 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
             values = [r[f"self_distillation/{key}"] for r in records if f"self_distillation/{key}" in r]
             if values:
                 finals[arm][key].append(statistics.mean(values[-3:]))
+        for key in ("beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"):
+            values = [r[f"vpd/{key}"] for r in records if f"vpd/{key}" in r]
+            if values:
+                finals[arm][f"vpd/{key}"].append(statistics.mean(values))
         wall[arm].append(summary.get("wall_time_s", math.nan))
         curves[arm].append(records)
     if not finals:
@@ -303,6 +309,14 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
                 f"{arm:<26}{cell(v['teacher_student_kl']):>17}{cell(v['teacher_entropy']):>17}"
                 f"{cell(v['reward_margin'], True):>17}{cell(v['usable_feedback_share']):>17}"
             )
+    print("\nE-steps (mean over the logged E-steps): beta, KL(q* || prior), the teacher's support KL before and after, "
+          "backtracks, rejected share")  # fmt: skip
+    for arm in arms:
+        v = finals[arm]
+        if v.get("vpd/beta"):
+            print(f"{arm:<26}" + "".join(f"{cell(v[f'vpd/{key}']):>17}" for key in (
+                "beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"
+            )))  # fmt: skip
     panels = [
         ("eval/greedy_acc", "held-out greedy accuracy", 1),
         ("reward", "training reward (5-log average)", 5),
