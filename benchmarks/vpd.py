@@ -32,9 +32,9 @@ from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 
 REPEATS, WARMUP = 10, 1
-CONFIGS = {  # name -> overrides (the shared ones come from the command line)
+CONFIGS = {  # name -> overrides (the shared ones come from the command line); VPD's M-step is sdpo_official's
     "grpo": ["algorithm=grpo"],
-    "sdpo": ["algorithm=sdpo"],
+    "sdpo": ["algorithm=sdpo_official"],
     "vpd (copy)": ["algorithm=vpd"],
     "vpd (shared)": ["algorithm=vpd", "algorithm.teacher_weights=shared", "algorithm.ema_update_rate=0"],
 }

@@ -406,7 +406,7 @@ def sdpo_trainer_class(base: type) -> type:
                 log_q = teacher_logits.log_softmax(-1)
                 entropy = -(log_q.exp() * log_q).sum(-1)
                 self._record_teacher_stats(mode, teacher_logps, student_logps.detach(), entropy, tokens, inputs)
-                self._metrics[mode]["self_distillation/distillation_loss"].append(float(loss))
+                self._metrics[mode]["self_distillation/distillation_loss"].append(float(loss.detach()))
             if mask.sum() == 0:
                 loss = student_logits.sum() * 0.0  # keeps the graph: a zero gradient, not a failed backward
             return loss / (self.current_gradient_accumulation_steps if mode == "train" else 1.0)

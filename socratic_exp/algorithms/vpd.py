@@ -217,7 +217,7 @@ def _vpd_trainer_class(base: type) -> type:
                 loss = e_step_loss(ratio, target)
                 if before is None:
                     before = teacher_support_kl(ratio.detach(), prior)
-                loss_value = float(loss)
+                loss_value = float(loss.detach())
                 if loss_value < NOTHING_TO_FIT:  # Adam would turn a vanishing gradient into a full-size step
                     break
                 loss.backward()
