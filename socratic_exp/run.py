@@ -237,7 +237,11 @@ class Experiment:
                 log.warning(
                     "collapse: %s fell more than %s below its best (%.4f at step %s); stopped at step %s with the "
                     "best weights as the final model",
-                    *(cfg.objective, guard.margin, guard.best, guard.best_step, guard.stopped_at),
+                    cfg.objective,
+                    guard.margin,
+                    guard.best,
+                    guard.best_step,
+                    guard.stopped_at,
                 )
                 final = evaluator.evaluate(student)
             if self.is_main:
