@@ -1,5 +1,5 @@
-"""Trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation, the sampler's state in
-checkpoints."""
+"""Trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation, the collapse guard, the
+sampler's state in checkpoints."""
 
 from __future__ import annotations
 
@@ -37,15 +37,74 @@ class MetricsFileCallback(TrainerCallback):
         self.sink.log_table("teacher_guidance", self.teacher.samples(), state.global_step)
 
 
-class PeriodicEvalCallback(TrainerCallback):
-    """Held-out evaluation every ``every_steps`` optimizer steps (the final one runs after training)."""
+class CollapseGuard:
+    """Watches the held-out objective at every evaluation and keeps the weights of its best one.
 
-    def __init__(self, evaluator: Evaluator, student: Student, every_steps: int, sink: MetricsSink, teacher: Teacher):
+    With ``margin`` set, ``observe`` says stop once the objective has been more than ``margin`` below its best for
+    ``patience`` evaluations in a row (late collapse, as reported for self-distillation on math); the run then stops
+    training, puts the best weights back as the final model and records why in ``summary.json``. Without a margin it
+    only tracks the best evaluation (no weights kept), which the summary reports beside the final one.
+    """
+
+    def __init__(self, metric: str, margin: float | None, patience: int = 1):
+        self.metric = metric
+        self.margin = margin
+        self.patience = patience
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.below = 0
+        self.stopped_at: int | None = None
+        self.last: tuple[int, float] | None = None
+        self._weights: dict[str, Any] | None = None
+
+    def observe(self, step: int, metrics: dict[str, Any], model: Any) -> bool:
+        """Record an evaluation; True when the run should stop (and restore the best weights)."""
+        value = metrics.get(self.metric)
+        if value is None:
+            return False
+        self.last = (step, value)
+        if self.best is None or value > self.best:
+            self.best, self.best_step, self.below = value, step, 0
+            if self.margin is not None:
+                self._weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            return False
+        self.below = self.below + 1 if value < self.best - (self.margin or 0.0) else 0
+        if self.margin is not None and self.below >= self.patience and self.stopped_at is None:
+            self.stopped_at = step
+        return self.stopped_at is not None
+
+    def restore(self, model: Any) -> None:
+        if self._weights is not None:
+            model.load_state_dict(self._weights)
+
+    def summary(self) -> dict[str, Any]:
+        summary = {"metric": self.metric, "margin": self.margin, "best": self.best, "best_step": self.best_step}
+        if self.last is not None:
+            summary["last_step"], summary["last"] = self.last
+        if self.stopped_at is not None:
+            summary |= {"stopped_at_step": self.stopped_at, "restored_step": self.best_step}
+        return summary
+
+
+class PeriodicEvalCallback(TrainerCallback):
+    """Held-out evaluation every ``every_steps`` optimizer steps (the final one runs after training); a collapse
+    guard, when given, can stop training after an evaluation."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        student: Student,
+        every_steps: int,
+        sink: MetricsSink,
+        teacher: Teacher,
+        guard: CollapseGuard | None = None,
+    ):
         self.evaluator = evaluator
         self.student = student
         self.every_steps = every_steps
         self.sink = sink
         self.teacher = teacher
+        self.guard = guard
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
@@ -53,6 +112,8 @@ class PeriodicEvalCallback(TrainerCallback):
             metrics = self.evaluator.evaluate(self.student)
             if state.is_world_process_zero:
                 self.sink.log_evaluation(metrics, step, self.teacher)
+            if self.guard is not None and self.guard.observe(step, metrics, self.student.model):
+                control.should_training_stop = True
 
 
 class SamplerStateCallback(TrainerCallback):

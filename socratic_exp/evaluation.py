@@ -32,6 +32,8 @@ class EvalSettings(Component):
     temperature: float = 1.0
     sampling_seed: int = 0
     assisted_attempts: int = 2  # with a teacher: attempts per question, with guidance after each wrong one
+    collapse_margin: float | None = None  # stop when the objective falls this far below its best (null: off)
+    collapse_patience: int = 1  # ... at this many evaluations in a row
 
     def validate(self) -> None:
         self.check_range("every_steps", ge=0)
@@ -41,6 +43,14 @@ class EvalSettings(Component):
         self.check_range("pass_k", ge=0)
         self.check_range("temperature", gt=0.0)
         self.check_range("assisted_attempts", ge=1)
+        self.check_range("collapse_margin", ge=0.0)
+        self.check_range("collapse_patience", ge=1)
+        self.check(
+            "collapse_margin",
+            self.collapse_margin is None or self.every_steps > 0,
+            "watches the evaluations during training, and eval.every_steps=0 runs none",
+            "set eval.every_steps, e.g. eval.every_steps=25",
+        )
 
     def metric_names(self, prefix: str = "eval", teacher: bool = False) -> list[str]:
         """The overall metrics an evaluation reports (each also per difficulty, as ``<name>/d<level>``)."""

@@ -163,7 +163,12 @@ class Experiment:
         from transformers.trainer_utils import get_last_checkpoint
 
         from socratic_exp.algorithms.base import RunContext
-        from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback, SamplerStateCallback
+        from socratic_exp.callbacks import (
+            CollapseGuard,
+            MetricsFileCallback,
+            PeriodicEvalCallback,
+            SamplerStateCallback,
+        )
         from socratic_exp.evaluation import Evaluator
         from socratic_exp.plots import plot_learning_curves
         from socratic_exp.tasks.base import render_prompt
@@ -205,14 +210,16 @@ class Experiment:
                 if student.chat or instruction
                 else splits
             )
+            guard = CollapseGuard(cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience)
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student)
                 sink.log_evaluation(initial, 0, c.teacher)
                 self.record.update(initial=initial)
+                guard.observe(0, initial, student.model)
             metrics_callback = MetricsFileCallback(sink, c.sampler, c.teacher)
             callbacks = [
                 metrics_callback,
-                PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher),
+                PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard),
                 SamplerStateCallback(c.sampler),
             ]
             ctx = RunContext(
@@ -230,7 +237,19 @@ class Experiment:
             trainer.train(resume_from_checkpoint=checkpoint)
             step = trainer.state.global_step
             student.model = trainer.accelerator.unwrap_model(trainer.model)
-            final = evaluator.evaluate(student)
+            final = None if guard.stopped_at is not None else evaluator.evaluate(student)
+            if final is None or guard.observe(step, final, student.model):  # collapse: the best weights are final
+                guard.restore(student.model)
+                log.warning(
+                    "collapse: %s fell more than %s below its best (%.4f at step %s); stopped at step %s with the "
+                    "best weights as the final model",
+                    cfg.objective,
+                    guard.margin,
+                    guard.best,
+                    guard.best_step,
+                    guard.stopped_at,
+                )
+                final = evaluator.evaluate(student)
             if self.is_main:
                 sink.log_evaluation(final, step, c.teacher)
             if cfg.save_final_model:
@@ -244,6 +263,7 @@ class Experiment:
                     train=metrics_callback.last_logs,
                     choices=c.choices,
                     student=student.info,
+                    collapse=guard.summary(),
                 )
                 plot_learning_curves(metrics_file.read(), self.run_dir / "learning_curves.png")
                 c.logger.finish(0, summary={"objective": objective, **final})

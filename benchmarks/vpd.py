@@ -1,0 +1,366 @@
+"""``algorithm=vpd`` and ``algorithm=sdpo``: step time and memory relative to ``algorithm=grpo``, what each feedback
+context gives the teacher, and the ablation sweep's results.
+
+    python benchmarks/vpd.py step-time [overrides]      # e.g. algorithm.feedback=teacher teacher=rule
+    python benchmarks/vpd.py memory [overrides]         # peak RSS of grpo / sdpo / vpd (shared and copy teacher)
+    python benchmarks/vpd.py contexts                   # the teacher's accuracy in each feedback context
+    python benchmarks/vpd.py sweep <multirun folder>... # mean +- std per arm, collapse, telemetry, and plots
+
+``step-time`` builds every trainer from the same warm-started student and runs whole steps on the same prompts
+(rollout with the teacher contexts and, for VPD, the E-step; then loss and backward; the optimizer step, the same for
+all, is left out), rotating which goes first; the ratio to GRPO is the median of back-to-back ratios. ``memory``
+runs each configuration in a process of its own for a few whole training steps and reads the process's peak resident
+memory (CPU here; on a GPU the same runs read ``torch.cuda.max_memory_allocated``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from socratic_exp.algorithms.base import RunContext
+from socratic_exp.components import build_components
+from socratic_exp.hydra_support import compose
+
+REPEATS, WARMUP = 10, 1
+CONFIGS = {  # name -> overrides (the shared ones come from the command line); VPD's M-step is sdpo_official's
+    "grpo": ["algorithm=grpo"],
+    "sdpo": ["algorithm=sdpo_official"],
+    "vpd (copy)": ["algorithm=vpd"],
+    "vpd (shared)": ["algorithm=vpd", "algorithm.teacher_weights=shared", "algorithm.ema_update_rate=0"],
+}
+
+
+def _components(name: str, overrides: list[str]):
+    """The configuration's components; GRPO takes the overrides it has keys for (not the feedback's, nor a teacher)."""
+    import dataclasses
+
+    from socratic_exp.algorithms.grpo import GRPO
+
+    grpo_keys = {f"algorithm.{f.name}" for f in dataclasses.fields(GRPO)}
+    own = [
+        o
+        for o in overrides
+        if name != "grpo" or (o.split("=", 1)[0] in grpo_keys or not o.startswith(("algorithm.", "teacher")))
+    ]
+    return build_components(compose(*CONFIGS[name], "logger=none", "algorithm.log_completions=false", *own))
+
+
+def _trainer(components, data, student, run_dir: Path):
+    ctx = RunContext(
+        components=components,
+        data=data,
+        student=student,
+        run_dir=run_dir,
+        run_name="bench",
+        seed=0,
+        callbacks=[],
+        report_to=[],
+    )
+    trainer = components.algorithm.build_trainer(ctx)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
+    return trainer
+
+
+def step_time(overrides: list[str]) -> None:
+    import torch
+
+    options = {name: _components(name, overrides) for name in CONFIGS}
+    base = options["sdpo"]
+    data = base.task.build()
+    student = base.model.load(base.task)
+    for components in options.values():
+        components.teacher.attach(components.task, student)
+    trainers = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, components in options.items():
+            own = copy.copy(student)
+            own.model = copy.deepcopy(student.model)
+            trainers[name] = _trainer(components, data, own, Path(tmp) / name.replace(" ", "_"))
+        algorithm = base.algorithm
+        group = algorithm.num_generations
+        prompts = algorithm.batch_size // group
+        times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for repeat in range(WARMUP + REPEATS):
+            rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
+            rows = [row for row in rows for _ in range(group)]
+            order = list(trainers.items())
+            shift = repeat % len(order)
+            for name, trainer in order[shift:] + order[:shift]:  # each goes first in turn
+                torch.manual_seed(repeat)
+                if hasattr(trainer, "e_step"):
+                    trainer._last_e_step = None  # no training loop moves global_step here: every step is an E-step
+                start = time.perf_counter()
+                batch = trainer._generate_and_score_completions(rows)
+                middle = time.perf_counter()
+                trainer.compute_loss(trainer.model, batch).backward()
+                trainer.model.zero_grad()
+                end = time.perf_counter()
+                if repeat >= WARMUP:
+                    times[name]["rollout"].append(middle - start)
+                    times[name]["loss"].append(end - middle)
+                    times[name]["step"].append(end - start)
+    print(f"one step on {algorithm.batch_size} rollouts ({prompts} prompts x {group}), median of {REPEATS}:")
+    grpo = times["grpo"]["step"]
+    for name, parts in times.items():
+        median = {k: statistics.median(v) for k, v in parts.items()}
+        ratio = statistics.median(s / g for s, g in zip(parts["step"], grpo, strict=True))
+        print(
+            f"  {name:<13} step {median['step']:.3f} s = rollout (+ contexts, E-step) {median['rollout']:.3f} s + "
+            f"loss and backward {median['loss']:.3f} s   x{ratio:.2f} of grpo (paired)"
+        )
+
+
+def memory(overrides: list[str]) -> None:
+    """Each configuration in its own process: peak RSS after a few whole training steps."""
+    results = {}
+    for name in CONFIGS:
+        proc = subprocess.run(
+            [sys.executable, __file__, "memory-one", name, *overrides],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TQDM_DISABLE": "1"},
+        )
+        if proc.returncode:
+            sys.exit(f"{name}: {proc.stderr[-2000:]}")
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    base = results["grpo"]["peak_rss_mb"]
+    print("peak resident memory after 3 training steps (each in its own process):")
+    for name, result in results.items():
+        print(
+            f"  {name:<13} {result['peak_rss_mb']:8.1f} MB  (+{result['peak_rss_mb'] - base:6.1f} MB over grpo)  "
+            f"{result.get('teacher', '')}"
+        )
+
+
+def memory_one(name: str, overrides: list[str]) -> None:
+    import resource
+
+    components = _components(name, [*overrides, "algorithm.max_steps=3", "algorithm.save_steps=1000"])
+    data = components.task.build()
+    student = components.model.load(components.task)
+    components.teacher.attach(components.task, student)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = _trainer(components, data, student, Path(tmp))
+        trainer.train()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    teacher = getattr(trainer, "memory", {}).get("description", "no teacher")
+    print(json.dumps({"peak_rss_mb": peak_mb, "teacher": teacher}))
+
+
+def contexts() -> None:
+    """For each feedback context: the share of rollouts it covers, the student's accuracy on them (of those rollouts,
+    and greedy on their questions), the greedy accuracy of the teacher (the student reading that context) on the same
+    questions, and the teacher's mean per-token log q/pi on the rollouts themselves (all tokens, and the final ``A:``
+    line): what the distillation will push."""
+    import torch
+
+    from socratic_exp.algorithms.self_distillation import (
+        PLAIN_TEMPLATES,
+        ContextSettings,
+        Rollout,
+        Templates,
+        build_contexts,
+    )
+    from socratic_exp.evaluation import generate
+    from socratic_exp.teachers.base import Attempt, GuidanceRequest
+
+    c = build_components(compose("algorithm=grpo", "teacher=rule", "logger=none"))
+    data = c.task.build()
+    student = c.model.load(c.task)
+    c.teacher.attach(c.task, student)
+    tokenizer, model = student.tokenizer, student.model
+    rows, group = data["eval"].select(range(200)).to_list(), 4
+    samples = generate(
+        student, [r["prompt"] for r in rows], max_new_tokens=48, batch_size=200, sample=True,
+        num_return_sequences=group, seed=1,
+    )  # fmt: skip
+    rollouts, answers = [], []
+    for i, row in enumerate(rows):
+        for text in samples[group * i : group * (i + 1)]:
+            verdict = c.task.verify(text, row["answer"])
+            rollouts.append(Rollout(row["prompt"], text, verdict.score, verdict.reason))
+            answers.append(row["answer"])
+
+    def critic(indices: list[int]) -> list[str]:
+        attempts = [(rollouts[i].prompt, Attempt(rollouts[i].completion, 0.0, rollouts[i].reason)) for i in indices]
+        return c.teacher.guide([GuidanceRequest(prompt, (attempt,)) for prompt, attempt in attempts])
+
+    def token_logps(context: str, completion: str) -> torch.Tensor:
+        ids = tokenizer(context, add_special_tokens=False)["input_ids"]
+        target = tokenizer(completion, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids + target])).logits[0, len(ids) - 1 : -1]
+        return logits.log_softmax(-1).gather(1, torch.tensor(target)[:, None])[:, 0]
+
+    retry = Templates("{solution}{prompt}{feedback}", PLAIN_TEMPLATES.solution, "{attempt}\n{feedback_raw}\n")
+    layouts = {
+        "sibling": (("sibling",), PLAIN_TEMPLATES),
+        "environment": (("environment",), PLAIN_TEMPLATES),
+        "teacher": (("teacher",), PLAIN_TEMPLATES),
+        "environment (retry layout)": (("environment",), retry),
+        "teacher (retry layout)": (("teacher",), retry),
+    }
+    print(f"{len(rollouts)} sampled rollouts of {len(rows)} held-out questions; student sampled accuracy "
+          f"{sum(r.score for r in rollouts) / len(rollouts):.3f}")  # fmt: skip
+    greedy = generate(student, [r["prompt"] for r in rows], max_new_tokens=48, batch_size=200)
+    greedy_score = [c.task.score(text, row["answer"]) for text, row in zip(greedy, rows, strict=True)]
+    header = f"{'usable':>8}{'rollouts':>10}{'greedy':>8}{'teacher':>9}{'log q/pi':>10}{'A: line':>9}"
+    print(f"{'context':<28}{header}   (accuracy of the rollouts, of the student's greedy answer, of the teacher's)")
+    for name, (sources, templates) in layouts.items():
+        built = build_contexts(rollouts, group, ContextSettings(sources, templates), critic)
+        usable = [i for i, context in enumerate(built) if context.usable]
+        outputs = generate(student, [built[i].prompt for i in usable], max_new_tokens=48, batch_size=200)
+        teacher = sum(c.task.score(o, answers[i]) for o, i in zip(outputs, usable, strict=True)) / len(usable)
+        own = sum(rollouts[i].score for i in usable) / len(usable)
+        plain_greedy = sum(greedy_score[i // group] for i in usable) / len(usable)
+        ratios, answer_lines = [], []
+        for i in usable:
+            text = rollouts[i].completion
+            ratio = token_logps(built[i].prompt, text) - token_logps(rollouts[i].prompt, text)
+            ratios.append(float(ratio.mean()))
+            last = text.rstrip("\n").rsplit("\n", 1)[-1]
+            if last.startswith("A:"):
+                answer_lines.append(float(ratio[text.rindex(last) :][: len(last)].mean()))
+        print(
+            f"{name:<28}{len(usable) / len(rollouts):>8.3f}{own:>10.3f}{plain_greedy:>8.3f}{teacher:>9.3f}"
+            f"{statistics.mean(ratios):>+10.3f}{statistics.mean(answer_lines):>+9.3f}"
+        )
+
+
+def arm_of(config: dict, choices: dict) -> str:
+    algorithm = config["algorithm"]
+    name = choices["algorithm"]
+    if name == "grpo":
+        return "grpo"
+    if name == "vpd":
+        name = f"vpd {algorithm['reference_prior']}"
+    return f"{name} / {algorithm['feedback']}"
+
+
+def sweep_report(sweep_dirs: list[Path]) -> None:
+    """Per arm over the completed jobs: held-out greedy accuracy after training, its gain over the run's own start,
+    the best evaluation and the drop from it (a collapse shows here), and the last logged telemetry; a plot of the
+    held-out curves and of the teacher's telemetry (``vpd_ablation.png`` in the first folder)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    curves: dict[str, list[list[dict]]] = defaultdict(list)
+    wall: dict[str, list[float]] = defaultdict(list)
+    for summary_file in sorted(f for d in sweep_dirs for f in d.glob("*/summary.json")):
+        summary = json.loads(summary_file.read_text())
+        if summary.get("status") != "completed":
+            continue
+        arm = arm_of(summary["config"], summary["choices"])
+        records = [json.loads(line) for line in summary_file.with_name("metrics.jsonl").read_text().splitlines()]
+        evals = [r["eval/greedy_acc"] for r in records if "eval/greedy_acc" in r]
+        final, initial = summary["final"]["eval/greedy_acc"], summary["initial"]["eval/greedy_acc"]
+        finals[arm]["final"].append(final)
+        finals[arm]["gain"].append(final - initial)
+        finals[arm]["best"].append(max(evals))
+        finals[arm]["drop"].append(max(evals) - final)
+        for key in ("teacher_student_kl", "teacher_entropy", "reward_margin", "usable_feedback_share"):
+            values = [r[f"self_distillation/{key}"] for r in records if f"self_distillation/{key}" in r]
+            if values:
+                finals[arm][key].append(statistics.mean(values[-3:]))
+        for key in ("beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"):
+            values = [r[f"vpd/{key}"] for r in records if f"vpd/{key}" in r]
+            if values:
+                finals[arm][f"vpd/{key}"].append(statistics.mean(values))
+        wall[arm].append(summary.get("wall_time_s", math.nan))
+        curves[arm].append(records)
+    if not finals:
+        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
+
+    def cell(values: list[float], signed: bool = False) -> str:
+        if not values:
+            return "-"
+        std = statistics.stdev(values) if len(values) > 1 else math.nan
+        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f}"
+
+    arms = sorted(finals, key=lambda a: (a != "grpo", a))
+    print("held-out greedy accuracy, mean +- std over seeds (n = seeds); drop = best evaluation - final")
+    print(f"{'arm':<26}{'n':>3}{'final':>17}{'gain':>17}{'best':>17}{'drop':>17}{'wall s':>9}")
+    for arm in arms:
+        v = finals[arm]
+        print(
+            f"{arm:<26}{len(v['final']):>3}{cell(v['final']):>17}{cell(v['gain'], True):>17}{cell(v['best']):>17}"
+            f"{cell(v['drop']):>17}{statistics.mean(wall[arm]):>9.0f}"
+        )
+    print("\nteacher telemetry (mean of the last 3 logs): KL(student || teacher), teacher entropy, reward margin, "
+          "usable feedback share")  # fmt: skip
+    for arm in arms:
+        v = finals[arm]
+        if v.get("teacher_student_kl"):
+            print(
+                f"{arm:<26}{cell(v['teacher_student_kl']):>17}{cell(v['teacher_entropy']):>17}"
+                f"{cell(v['reward_margin'], True):>17}{cell(v['usable_feedback_share']):>17}"
+            )
+    print("\nE-steps (mean over the logged E-steps): beta, KL(q* || prior), the teacher's support KL before and after, "
+          "backtracks, rejected share")  # fmt: skip
+    for arm in arms:
+        v = finals[arm]
+        if v.get("vpd/beta"):
+            print(f"{arm:<26}" + "".join(f"{cell(v[f'vpd/{key}']):>17}" for key in (
+                "beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"
+            )))  # fmt: skip
+    panels = [
+        ("eval/greedy_acc", "held-out greedy accuracy", 1),
+        ("reward", "training reward (5-log average)", 5),
+        ("self_distillation/reward_margin", "teacher reward margin: log q/pi, correct - incorrect", 5),
+        ("self_distillation/teacher_entropy", "teacher entropy on distilled tokens (nats)", 5),
+    ]
+    figure, axes = plt.subplots(2, 2, figsize=(13, 8))
+    for (metric, title, window), ax in zip(panels, axes.flat, strict=True):
+        for index, arm in enumerate(arms):
+            steps, means = mean_curve(curves[arm], metric, window)
+            if steps:
+                ax.plot(steps, means, marker="o" if window == 1 else None, color=f"C{index}", label=arm)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    figure.tight_layout()
+    plot = sweep_dirs[0] / "vpd_ablation.png"
+    figure.savefig(plot, dpi=110)
+    print(f"plot: {plot}")
+
+
+def mean_curve(runs: list[list[dict]], metric: str, window: int) -> tuple[list[int], list[float]]:
+    """The metric's mean over runs at each step where every run logged it, then a trailing moving average."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for records in runs:
+        for record in records:
+            if record.get(metric) is not None:
+                by_step[record["step"]].append(record[metric])
+    steps = sorted(step for step, values in by_step.items() if len(values) == len(runs))
+    means = [statistics.mean(by_step[step]) for step in steps]
+    return steps, [statistics.mean(means[max(0, i - window + 1) : i + 1]) for i in range(len(means))]
+
+
+if __name__ == "__main__":
+    command, arguments = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command == "step-time":
+        step_time(arguments)
+    elif command == "memory":
+        memory(arguments)
+    elif command == "memory-one":
+        memory_one(arguments[0], arguments[1:])
+    elif command == "contexts":
+        contexts()
+    elif command == "sweep" and arguments:
+        sweep_report([Path(arg) for arg in arguments])
+    else:
+        sys.exit(__doc__.split("\n\n")[1])

@@ -1,0 +1,459 @@
+"""SDPO and VPD: the feedback contexts, the E-step target and its trust region, the hybrids, the collapse guard,
+and few-step runs of every variant on the tiny model."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import compose, read_summary, run_dirs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from socratic_exp.algorithms.self_distillation import (
+    PLAIN_TEMPLATES,
+    SDPO_TEMPLATES,
+    ContextSettings,
+    Rollout,
+    Templates,
+    build_contexts,
+    environment_feedback,
+    reshaped_advantages,
+    reweighted_advantages,
+)
+from socratic_exp.algorithms.vpd import e_step_loss, solve_beta, target_kl, teacher_support_kl, tilted_target
+
+torch = pytest.importorskip("torch")
+
+# --- the E-step target ---------------------------------------------------------------------------------------------
+
+
+def test_tilted_target_hand_example():
+    """Dynamic prior (samples of the current student): q* = softmax(r / beta) over the group, Z = mean exp(r / beta)."""
+    target, log_z = tilted_target(torch.tensor([1.0, 0.0, 0.0, 1.0]), beta=0.5)
+    e2 = math.exp(2.0)
+    assert target.tolist() == pytest.approx([e2 / (2 * e2 + 2), 1 / (2 * e2 + 2), 1 / (2 * e2 + 2), e2 / (2 * e2 + 2)])
+    assert float(log_z) == pytest.approx(math.log((2 * e2 + 2) / 4))
+
+
+def test_tilted_target_with_a_prior_is_the_exact_tilted_distribution():
+    """Three outcomes, each sampled once by a uniform sampler; l = log pi_ref - log(1/3) reweights them to pi_ref, so
+    the estimate is exact: q* = pi_ref exp(r / beta) / Z with Z = sum pi_ref exp(r / beta) (Appendix A.1)."""
+    prior, rewards, beta = [0.5, 0.3, 0.2], [0.0, 1.0, 0.5], 0.25
+    unnormalised = [p * math.exp(r / beta) for p, r in zip(prior, rewards, strict=True)]
+    z = sum(unnormalised)
+    log_weights = torch.tensor([math.log(p) - math.log(1 / 3) for p in prior])
+    target, log_z = tilted_target(torch.tensor(rewards), beta, log_weights)
+    assert target.tolist() == pytest.approx([u / z for u in unnormalised])
+    assert float(log_z) == pytest.approx(math.log(z))
+    # a larger beta moves the target back toward the prior
+    assert tilted_target(torch.tensor(rewards), 1e3, log_weights)[0].tolist() == pytest.approx(prior, abs=1e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4), min_size=1, max_size=6),
+    st.floats(0.01, 1.5),
+)
+def test_adaptive_beta_puts_the_target_on_the_trust_region(groups, bound):
+    rewards = torch.tensor(groups)
+    beta = solve_beta(rewards, bound)
+    reachable = target_kl(rewards, 1e-3)
+    if reachable <= bound:  # even the sharpest target is inside: beta is the interval's end
+        assert beta == pytest.approx(1e-3)
+    else:
+        assert target_kl(rewards, beta) == pytest.approx(bound, abs=1e-4)
+    assert target_kl(rewards, beta) <= bound + 1e-4
+
+
+def test_e_step_loss_vanishes_at_the_target_and_pushes_toward_it():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
+    target, _ = tilted_target(rewards, 0.5)
+    at_target = (target.log() + 3.0).requires_grad_(True)  # any per-group constant
+    assert float(e_step_loss(at_target, target)) == pytest.approx(0.0, abs=1e-6)
+    ratio = torch.zeros(1, 4, requires_grad=True)  # the teacher does not yet prefer any rollout
+    e_step_loss(ratio, target).backward()
+    assert ratio.grad[0, 0] < 0 and ratio.grad[0, 1] > 0  # descent raises the rewarded, lowers the others
+    assert teacher_support_kl(torch.zeros(1, 4), torch.zeros(1, 4)) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    ("arm", "expected"),
+    [
+        ("grpo", ("GRPO", None, None)),
+        ("sdpo/sibling", ("SDPO", "sibling", None)),
+        ("vpd_dynamic/environment", ("VPD", "environment", "dynamic")),
+        ("vpd_fixed/teacher", ("VPD", "teacher", "fixed")),
+    ],
+)
+def test_the_ablation_arms_compose(arm, expected):
+    from socratic_exp.components import build_components
+
+    c = build_components(compose("+sweep=vpd_ablation", f"+vpd_arm={arm}"))
+    a = c.algorithm
+    assert (type(a).__name__, getattr(a, "feedback", None), getattr(a, "reference_prior", None)) == expected
+    assert (type(c.teacher).__name__ == "RuleTeacher") == (expected[1] == "teacher")  # critiques need a teacher
+
+
+# --- the feedback contexts -----------------------------------------------------------------------------------------
+
+GROUP = [  # one prompt, four rollouts: wrong, right, wrong (format), right
+    Rollout("Q: 3+4*2=?\n", "3+4=7\n7*2=14\nA: 14\n", 0.0, "wrong"),
+    Rollout("Q: 3+4*2=?\n", "4*2=8\n3+8=11\nA: 11\n", 1.0, "correct"),
+    Rollout("Q: 3+4*2=?\n", "4*2=8\n3+8=11\n", 0.0, "format"),
+    Rollout("Q: 3+4*2=?\n", "<think>hm</think>4*2=8\n3+8=11\nA: 11\n", 1.0, "correct"),
+]
+
+
+def plain(*sources, **kwargs):
+    return ContextSettings(sources=sources, templates=PLAIN_TEMPLATES, **kwargs)
+
+
+def test_sibling_feedback_is_a_successful_rollout_of_the_group():
+    contexts = build_contexts(GROUP, 4, plain("sibling"))
+    assert [c.solution for c in contexts] == [1, 3, 1, 1]  # not its own success (dont_reprompt_on_self_success)
+    assert contexts[0].prompt == "Note: a correct solution is\n4*2=8\n3+8=11\nA: 11\nQ: 3+4*2=?\n"
+    assert all(c.usable and c.feedback is None for c in contexts)
+    themselves = build_contexts(GROUP, 4, plain("sibling", dont_reprompt_on_self_success=False))
+    assert [c.solution for c in themselves] == [1, 1, 1, 1]
+    stripped = build_contexts(GROUP, 4, plain("sibling", remove_thinking=True))
+    assert stripped[1].prompt.startswith("Note: a correct solution is\n4*2=8\n")  # the <think> block is gone
+    alone = build_contexts([*GROUP[:2], GROUP[0], GROUP[2]], 2, plain("sibling"))
+    assert not alone[1].usable and alone[1].prompt == "Q: 3+4*2=?\n"  # no other success: bare prompt, not distilled
+    assert not alone[2].usable and not alone[3].usable  # a group without success
+
+
+def test_environment_feedback_is_the_verifiers_reason_after_the_attempt():
+    contexts = build_contexts(GROUP, 4, plain("environment"))
+    assert [c.usable for c in contexts] == [True, False, True, False]  # successes get no feedback
+    assert contexts[0].feedback == environment_feedback("wrong")
+    assert contexts[0].prompt == f"{environment_feedback('wrong')}\nQ: 3+4*2=?\n"
+    assert "format" in contexts[2].feedback and contexts[2].feedback != contexts[0].feedback
+    assert contexts[1].prompt == "Q: 3+4*2=?\n"
+
+
+def test_teacher_feedback_is_the_critique_of_the_failed_rollouts():
+    asked = []
+
+    def critic(indices):
+        asked.append(list(indices))
+        return [f"Hint: critique {i}." for i in indices]
+
+    contexts = build_contexts(GROUP, 4, plain("teacher"), critic)
+    assert asked == [[0, 2]]  # one batched call, failed rollouts only
+    assert contexts[2].prompt == "Hint: critique 2.\nQ: 3+4*2=?\n"
+    # the warm-start's retry layout, with the attempt shown
+    layout = Templates("{solution}{prompt}{feedback}", PLAIN_TEMPLATES.solution, "{attempt}\n{feedback_raw}\n")
+    retry = build_contexts(GROUP, 4, ContextSettings(("teacher",), layout), critic)
+    assert retry[2].prompt == "Q: 3+4*2=?\n4*2=8\n3+8=11\nHint: critique 2.\n"
+    both = build_contexts(GROUP, 4, plain("sibling", "environment", "teacher"), critic)
+    assert both[0].prompt == (
+        f"Note: a correct solution is\n4*2=8\n3+8=11\nA: 11\n{environment_feedback('wrong')}\nHint: critique 0.\n"
+        "Q: 3+4*2=?\n"
+    )
+    calls = len(asked)
+    only = build_contexts(GROUP, 4, plain("sibling", "teacher", feedback_only_without_solution=True), critic)
+    assert len(asked) == calls and only[0].feedback is None and only[0].solution == 1  # a demonstration: no critique
+    with pytest.raises(ValueError, match="critic"):
+        build_contexts(GROUP, 4, plain("teacher"))
+
+
+def test_chat_prompts_get_sdpos_reprompt_in_the_last_user_turn():
+    chat = [
+        Rollout([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "5", 0.0, "wrong"),
+        Rollout([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}], "4", 1.0, "correct"),
+    ]
+    contexts = build_contexts(chat, 2, ContextSettings(("sibling", "environment"), SDPO_TEMPLATES))
+    messages = contexts[0].prompt
+    assert messages[0] == {"role": "system", "content": "Be brief."}
+    assert messages[1]["content"] == (
+        "2+2?\nCorrect solution:\n\n4\n\n\nThe following is feedback from your unsuccessful earlier attempt:\n\n"
+        f"{environment_feedback('wrong')}\n\n\n\nCorrectly solve the original question.\n"
+    )
+
+
+def test_char_tokenizer_round_trips_blank_lines():
+    """Teacher contexts are text (as in TRL): the tiny model's tokenizer must give back what it read, blank lines
+    too."""
+    from socratic_exp.models.char_tokenizer import build_char_tokenizer
+
+    tokenizer = build_char_tokenizer()
+    text = "Q: 1+2=?\n\nCorrect solution:\n\n1+2=3\nA: 3\n"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(text) and tokenizer.unk_token_id not in ids and tokenizer.decode(ids) == text
+
+
+# --- the hybrids -----------------------------------------------------------------------------------------------------
+
+
+def test_advantage_reshaping_adds_the_teacher_log_ratio():
+    advantages, tokens = torch.tensor([1.0, -1.0]), torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    delta = torch.tensor([[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]])
+    shaped = reshaped_advantages(advantages, delta, tokens, coef=2.0)
+    assert shaped.tolist() == [[2.0, 0.0, 0.0], [-1.0, -1.0, -1.0]]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(-3, 3), min_size=4, max_size=4),
+    st.floats(0.1, 2) | st.floats(-2, -0.1),
+    st.floats(1.0, 4.0),
+)
+def test_reweighting_moves_advantage_between_tokens_without_changing_its_total(delta, advantage, clip):
+    tokens = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    weighted = reweighted_advantages(torch.tensor([advantage]), torch.tensor([delta]), tokens, clip)
+    assert float(weighted.sum()) == pytest.approx(4 * advantage, abs=1e-4)
+    shares = [float(w) / advantage for w in weighted[0]]
+    ordered = [shares[t] for t in sorted(range(4), key=lambda t: delta[t])]
+    # a positive advantage goes more to the tokens the teacher prefers, a negative one more to those it rejects
+    steps = [b - a for a, b in itertools.pairwise(ordered)]
+    assert all(s >= -1e-5 for s in steps) if advantage > 0 else all(s <= 1e-5 for s in steps)
+    assert all(1 / clip**2 - 1e-5 <= share <= clip**2 + 1e-5 for share in shares)
+
+
+# --- the trainers on the tiny model --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vpd_batch(cache_dir):
+    """A VPD trainer with a shared teacher (the E-step updates the student's weights) and one batch of rollouts with
+    the environment's feedback; the E-step is left to the tests."""
+    from socratic_exp.algorithms.base import RunContext
+    from socratic_exp.components import build_components
+
+    cfg = compose(
+        "algorithm=vpd", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",
+        "algorithm.ema_update_rate=0", "debug=fast", "debug=quick_warmstart", "logger=none",
+        f"model.cache_dir={cache_dir}",
+    )  # fmt: skip
+    c = build_components(cfg, {"algorithm": "vpd"})
+    student = c.model.load(c.task)
+    data = c.task.build()
+    ctx = RunContext(
+        components=c,
+        data=data,
+        student=student,
+        run_dir=Path(tempfile.mkdtemp()),
+        run_name="test",
+        seed=0,
+        callbacks=[],
+        report_to=[],
+    )
+    trainer = c.algorithm.build_trainer(ctx)
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests skip
+    captured = {}
+    trainer._after_contexts = lambda output, rollouts, mode: captured.update(rollouts=rollouts)
+    rows = [dict(data["train"][i]) for i in range(4) for _ in range(4)]
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(rows)
+    initial = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    return trainer, output, captured["rollouts"], initial, student.tokenizer
+
+
+def alternating(rollouts):
+    """The rollouts with rewards 0, 1, 0, 1...: every group has something for the E-step to fit (it reads scores)."""
+    return [Rollout(r.prompt, r.completion, float(i % 2), r.reason) for i, r in enumerate(rollouts)]
+
+
+def reset(trainer, initial, lr):
+    trainer.model.load_state_dict(initial)
+    trainer.e_optimizer.state.clear()
+    trainer.e_optimizer.param_groups[0]["lr"] = lr
+
+
+@pytest.mark.slow
+def test_the_teacher_prompt_is_the_documented_context_then_the_completion(vpd_batch):
+    trainer, output, rollouts, _, tokenizer = vpd_batch
+    contexts = build_contexts(rollouts, 4, trainer.context_settings)  # the same texts: feedback reads the verdicts
+    for i, context in enumerate(contexts):
+        ids = output["teacher_input_ids"][i][output["teacher_attention_mask"][i].bool()]
+        completion = output["completion_ids"][i][output["completion_mask"][i].bool()]
+        expected_context = context.prompt if output["distill_mask"][i] else rollouts[i].prompt
+        assert tokenizer.decode(ids[: len(ids) - len(completion)]) == expected_context
+        assert ids[len(ids) - len(completion) :].tolist() == completion.tolist()
+
+
+@pytest.mark.slow
+def test_the_teachers_context_receives_no_student_gradient(vpd_batch):
+    """Shared weights: the teacher's forward (feedback tokens included) is outside the student's graph, and the
+    student's gradient equals the one computed against constant teacher logits."""
+    trainer, output, _, initial, _ = vpd_batch
+    reset(trainer, initial, 1e-3)
+    inputs = dict(output)
+    inputs["distill_mask"] = torch.ones_like(output["distill_mask"])
+    embeddings = []
+    hook = trainer.model.get_input_embeddings().register_forward_hook(lambda m, a, out: embeddings.append(out))
+    try:
+        loss = trainer._distillation_loss(trainer.model, inputs)
+    finally:
+        hook.remove()
+    student_pass, teacher_pass = embeddings
+    assert student_pass.requires_grad and not teacher_pass.requires_grad
+    assert teacher_pass.shape[1] > student_pass.shape[1] - output["completion_ids"].shape[1]  # it read the feedback
+    gradient = torch.autograd.grad(loss, list(trainer.model.parameters()), allow_unused=True)
+    assert any(g is not None and float(g.abs().sum()) > 0 for g in gradient)
+
+
+@pytest.mark.slow
+def test_the_trust_region_keeps_the_teacher_within_its_bound_of_the_student(vpd_batch):
+    trainer, output, rollouts, initial, _ = vpd_batch
+    rollouts = alternating(rollouts)
+    trainer.sdpo.trust_region = 0.02
+    reset(trainer, initial, 0.05)  # a step far too large: it must be cut back
+    metrics = trainer.e_step(output, rollouts)
+    bound = max(0.02, metrics["teacher_kl_before"])
+    assert metrics["teacher_kl_after"] <= bound + 1e-6
+    assert metrics["backtracks"] > 0 or metrics["rejected"] == 1.0
+    tokens = trainer._token_mask(output)
+    student = trainer._student_sequence_logps(output, tokens, output["completion_ids"].size(1))
+    # measured again, independently of the E-step's own bookkeeping (the student's weights are the teacher's here)
+    with torch.no_grad():
+        prior = torch.zeros(4, 4)
+        kl, _ = trainer._teacher_state(output, tokens, output["completion_ids"].size(1), student, 4, prior)
+    assert kl <= bound + 0.05  # the anchor is the student before the step; the shared weights moved with the teacher
+    assert all(p.grad is None for p in trainer.model.parameters())  # no E-step gradient is left for the M-step
+    trainer.sdpo.max_backtracks = 0
+    reset(trainer, initial, 0.05)
+    rejected = trainer.e_step(output, rollouts)
+    assert rejected["rejected"] == 1.0 and rejected["teacher_kl_after"] == pytest.approx(rejected["teacher_kl_before"])
+    assert all(torch.equal(p, initial[k]) for k, p in trainer.model.state_dict().items())  # the step was undone
+    trainer.sdpo.max_backtracks, trainer.sdpo.trust_region = 4, 0.5
+    reset(trainer, initial, 1e-3)  # a moderate step: accepted, and closer to the target
+    before = trainer.e_step(output, rollouts)
+    after = trainer.e_step(output, rollouts)
+    assert before["rejected"] == 0.0 and after["e_step_loss"] < before["e_step_loss"]
+    trainer.model.load_state_dict(initial)
+
+
+@pytest.mark.slow
+def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
+    """TRL's fused LM head binds the plain forward to the student: a deep copy must still use its own weights."""
+    from socratic_exp.algorithms.self_distillation import full_logits
+    from socratic_exp.algorithms.socraticpo import frozen_copy
+
+    trainer, output, _, _, _ = vpd_batch
+    copy = frozen_copy(trainer.model)
+    ids, mask = output["teacher_input_ids"], output["teacher_attention_mask"]
+    keep = output["completion_ids"].size(1)
+    with torch.no_grad():
+        for parameter in copy.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+        ours = full_logits(copy, ids, mask, keep, 1.0)
+        student = full_logits(trainer.model, ids, mask, keep, 1.0)
+        fused, _ = trainer._sampled_logps(copy, ids, mask, keep)
+    assert not torch.allclose(ours, student)
+    tokens = output["completion_mask"].bool()
+    own = ours.log_softmax(-1).gather(-1, output["completion_ids"].unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(own[tokens], fused[tokens], atol=1e-4)
+
+
+# --- the collapse guard --------------------------------------------------------------------------------------------
+
+
+def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
+    from socratic_exp.callbacks import CollapseGuard
+
+    model = torch.nn.Linear(2, 1)
+    guard = CollapseGuard("eval/greedy_acc", margin=0.05, patience=2)
+    values = {}
+    for step, value in [(0, 0.50), (10, 0.60), (20, 0.54), (30, 0.57), (40, 0.54), (50, 0.50)]:
+        with torch.no_grad():
+            model.weight.fill_(step)
+        values[step] = guard.observe(step, {"eval/greedy_acc": value}, model)
+    # 0.54 < 0.60 - 0.05 once, then 0.57 resets the count, then twice in a row
+    assert values == {0: False, 10: False, 20: False, 30: False, 40: False, 50: True}
+    guard.restore(model)
+    assert float(model.weight[0, 0]) == 10.0
+    assert guard.summary() == {
+        "metric": "eval/greedy_acc", "margin": 0.05, "best": 0.6, "best_step": 10, "last_step": 50, "last": 0.5,
+        "stopped_at_step": 50, "restored_step": 10,
+    }  # fmt: skip
+    watch_only = CollapseGuard("eval/greedy_acc", margin=None)
+    assert not any(watch_only.observe(s, {"eval/greedy_acc": v}, model) for s, v in [(0, 0.9), (1, 0.1), (2, 0.0)])
+    assert watch_only.summary()["best"] == 0.9 and "stopped_at_step" not in watch_only.summary()
+
+
+def test_periodic_evaluation_stops_training_on_collapse():
+    from types import SimpleNamespace
+
+    from socratic_exp.callbacks import CollapseGuard, PeriodicEvalCallback
+
+    scores = iter([0.5, 0.2])
+    evaluator = SimpleNamespace(evaluate=lambda student: {"eval/greedy_acc": next(scores)})
+    sink = SimpleNamespace(log_evaluation=lambda *args: None)
+    student = SimpleNamespace(model=torch.nn.Linear(1, 1))
+    guard = CollapseGuard("eval/greedy_acc", margin=0.1)
+    callback = PeriodicEvalCallback(evaluator, student, 5, sink, None, guard)
+    control = SimpleNamespace(should_training_stop=False)
+    for step in (5, 10):
+        state = SimpleNamespace(global_step=step, max_steps=100, is_world_process_zero=True)
+        callback.on_step_end(None, state, control)
+    assert control.should_training_stop and guard.stopped_at == 10 and guard.best_step == 5
+
+
+@pytest.mark.slow
+def test_a_collapsing_run_stops_and_keeps_its_best_checkpoint(run_app):
+    proc, outputs = run_app(
+        "algorithm=grpo", "debug=fast", "debug=quick_warmstart", "logger=none", "algorithm.learning_rate=1.0",
+        "eval.collapse_margin=0.0", "eval.pass_k=0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = run_dirs(outputs)
+    summary = read_summary(run_dir)
+    collapse = summary["collapse"]
+    assert collapse["stopped_at_step"] == summary["steps"] and collapse["last"] < collapse["best"]
+    assert collapse["restored_step"] == collapse["best_step"] < collapse["stopped_at_step"]
+    # the best weights are back: their (greedy, deterministic) evaluation is the final result
+    assert summary["final"]["eval/greedy_acc"] == collapse["best"]
+
+
+# --- end to end ----------------------------------------------------------------------------------------------------
+
+VARIANTS = {
+    "sdpo": ["algorithm=sdpo"],
+    "sdpo_official": ["algorithm=sdpo_official"],
+    "sdpo_environment_shared_forward_kl": [
+        "algorithm=sdpo", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",
+        "algorithm.ema_update_rate=0", "algorithm.distillation=full_logits", "algorithm.alpha=0",
+    ],
+    "sdpo_teacher_critique_joint": [
+        "algorithm=sdpo", "algorithm.feedback=teacher", "teacher=rule", "algorithm.hybrid=joint",
+    ],
+    "sdpo_advantage_reshaping": [
+        "algorithm=sdpo", "algorithm.feedback=sibling+environment", "algorithm.hybrid=advantage_reshaping",
+    ],
+    "sdpo_reweighting": ["algorithm=sdpo", "algorithm.feedback=environment", "algorithm.hybrid=reweighting"],
+    "vpd_dynamic": ["algorithm=vpd", "algorithm.feedback=teacher", "teacher=rule"],
+    "vpd_fixed_shared": [
+        "algorithm=vpd", "algorithm.reference_prior=fixed", "algorithm.teacher_weights=shared",
+        "algorithm.ema_update_rate=0", "algorithm.feedback=environment",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_variant_runs_end_to_end(run_app, variant):
+    proc, outputs = run_app("debug=fast", "debug=quick_warmstart", "logger=none", *VARIANTS[variant])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = run_dirs(outputs)
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed" and summary["steps"] == 4
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [line for line in lines if "self_distillation/usable_feedback_share" in line]
+    assert len(train) == 4 and all(0 <= line["self_distillation/usable_feedback_share"] <= 1 for line in train)
+    assert all(line["self_distillation/teacher_copy_mb"] >= 0 for line in train)
+    e_steps = [line for line in lines if "vpd/teacher_kl_after" in line]
+    if variant.startswith("vpd"):
+        assert len(e_steps) == 4  # e_step_every=1
+        for line in e_steps:
+            assert line["vpd/teacher_kl_after"] <= max(0.5, line["vpd/teacher_kl_before"]) + 1e-6
+            assert 1e-3 <= line["vpd/beta"] <= 1e3
+    else:
+        assert not e_steps
+    if "hybrid" in " ".join(VARIANTS[variant]):
+        assert any("reward" in line for line in train)  # TRL's GRPO side ran too
