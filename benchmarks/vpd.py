@@ -27,7 +27,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from socratic_exp.algorithms.base import RunContext
+from paired_trainers import build_trainer
+
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 
@@ -55,23 +56,6 @@ def _components(name: str, overrides: list[str]):
     return build_components(compose(*CONFIGS[name], "logger=none", "algorithm.log_completions=false", *own))
 
 
-def _trainer(components, data, student, run_dir: Path):
-    ctx = RunContext(
-        components=components,
-        data=data,
-        student=student,
-        run_dir=run_dir,
-        run_name="bench",
-        seed=0,
-        callbacks=[],
-        report_to=[],
-    )
-    trainer = components.algorithm.build_trainer(ctx)
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
-    return trainer
-
-
 def step_time(overrides: list[str]) -> None:
     import torch
 
@@ -86,7 +70,7 @@ def step_time(overrides: list[str]) -> None:
         for name, components in options.items():
             own = copy.copy(student)
             own.model = copy.deepcopy(student.model)
-            trainers[name] = _trainer(components, data, own, Path(tmp) / name.replace(" ", "_"))
+            trainers[name] = build_trainer(components, data, own, Path(tmp) / name.replace(" ", "_"))
         algorithm = base.algorithm
         group = algorithm.num_generations
         prompts = algorithm.batch_size // group
@@ -151,7 +135,7 @@ def memory_one(name: str, overrides: list[str]) -> None:
     student = components.model.load(components.task)
     components.teacher.attach(components.task, student)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = _trainer(components, data, student, Path(tmp))
+        trainer = build_trainer(components, data, student, Path(tmp))
         trainer.train()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     teacher = getattr(trainer, "memory", {}).get("description", "no teacher")
