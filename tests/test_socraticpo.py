@@ -11,7 +11,8 @@ from conftest import compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.algorithms.socraticpo import attempt_metrics, decayed_rewards, frozen_copy, normalized_advantages
+from socratic_exp.algorithms.socraticpo import attempt_metrics, decayed_rewards, normalized_advantages
+from socratic_exp.models.base import frozen_copy
 
 
 @st.composite

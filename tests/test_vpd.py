@@ -333,7 +333,7 @@ def test_the_trust_region_keeps_the_teacher_within_its_bound_of_the_student(vpd_
 def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
     """TRL's fused LM head binds the plain forward to the student: a deep copy must still use its own weights."""
     from socratic_exp.algorithms.self_distillation import full_logits
-    from socratic_exp.algorithms.socraticpo import frozen_copy
+    from socratic_exp.models.base import frozen_copy
 
     trainer, output, _, _, _ = vpd_batch
     copy = frozen_copy(trainer.model)

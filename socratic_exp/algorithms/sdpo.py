@@ -216,7 +216,7 @@ def sdpo_trainer_class(base: type) -> type:
             if sdpo.teacher_weights == "shared":
                 self.teacher_model = student
             else:
-                from socratic_exp.algorithms.socraticpo import frozen_copy
+                from socratic_exp.models.base import frozen_copy
 
                 self.teacher_model = frozen_copy(student)
                 if sdpo.ema_update_rate > 0:

@@ -191,6 +191,8 @@ def _trainer_class(base: type) -> type:
             if socratic.backend == "reinforce_pp" and socratic.kl_coef > 0:
                 from trl.trainer.utils import add_fused_lm_head
 
+                from socratic_exp.models.base import frozen_copy
+
                 self.ref_policy = frozen_copy(self.accelerator.unwrap_model(self.model))
                 # TRL computes log-probabilities through its fused LM head; the copy needs the same patch
                 add_fused_lm_head(self.ref_policy, temperature=self.temperature)
@@ -458,18 +460,6 @@ def _logits(model: Any, input_ids: Any, attention_mask: Any) -> Any:
     log-probabilities of the sampled tokens only)."""
     hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     return model.get_output_embeddings()(hidden).float()
-
-
-def frozen_copy(model: Any) -> Any:
-    """A frozen copy of ``model`` with storage of its own. (``copy.deepcopy``, which TRL's
-    ``create_reference_model`` uses, keeps sharing memory-mapped weights loaded from safetensors, so the "reference"
-    would follow every update.)"""
-    import copy
-
-    frozen = copy.deepcopy(model)
-    for tensor in [*frozen.parameters(), *frozen.buffers()]:
-        tensor.data = tensor.data.clone()
-    return frozen.eval().requires_grad_(False)
 
 
 def attempt_metrics(outcomes: list[list[float]], rewards: list[list[float]], max_attempts: int) -> dict[str, float]:

@@ -158,7 +158,7 @@ def _vpd_trainer_class(base: type) -> type:
             settings: VPD = self.sdpo
             self.reference_model = None
             if settings.reference_prior == "fixed":
-                from socratic_exp.algorithms.socraticpo import frozen_copy
+                from socratic_exp.models.base import frozen_copy
 
                 self.reference_model = frozen_copy(self.accelerator.unwrap_model(self.model))
             self.teacher_parameters = [p for p in self.teacher_model.parameters()]

@@ -1,19 +1,97 @@
-"""The distiller interface: compress viewpoint-guided behaviour into the student's weights."""
+"""The distiller interface: compress viewpoint-guided behaviour into the student's weights (Socratic-RL, 3.4).
+
+A distillation gets task inputs (prompts without viewpoints) and the viewpoints to internalize; it pairs each input
+with one viewpoint drawn uniformly (the paper's D x V_KB), trains the student in place with a TRL trainer for a few
+steps, and returns its figures (``distill/*``), among them its own loss on fixed data before and after.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component
+from socratic_exp.tasks.base import with_context
+
+if TYPE_CHECKING:
+    from socratic_exp.models.base import Student
+    from socratic_exp.tasks.base import Task
+    from socratic_exp.teachers.base import Context
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillationData:
+    prompts: list[Context]  # rendered task inputs, without viewpoints
+    answers: list[str]
+    viewpoints: list[str]  # what to internalize
+    negative_viewpoints: list[str] = dataclasses.field(default_factory=list)  # measured unhelpful (retired)
 
 
 @dataclasses.dataclass(kw_only=True)
 class Distiller(Component):
     config_group: ClassVar[str] = "distiller"
 
+    @property
+    def enabled(self) -> bool:
+        return False
+
     def distill(
-        self, student: Any, tokenizer: Any, prompts: list[str], contexts: list[str], run_dir: Any
+        self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
     ) -> dict[str, float]:
-        """Train ``student`` without ``contexts`` to behave as it does with them; returns metrics."""
+        """Train ``student`` in place; returns ``distill/*`` metrics."""
         raise NotImplementedError
+
+
+@dataclasses.dataclass(kw_only=True)
+class TRLDistiller(Distiller):
+    """The options that train with a TRL trainer on responses sampled from the student (with or without viewpoints)."""
+
+    items: int = 128  # task inputs per distillation
+    steps: int = 16
+    batch_size: int = 16
+    learning_rate: float = 1e-5
+    temperature: float = 1.0  # sampling the responses the distillation learns from
+    max_completion_length: int = 48
+
+    def validate(self) -> None:
+        for name in ("items", "steps", "batch_size", "max_completion_length"):
+            self.check_range(name, ge=1)
+        self.check_range("learning_rate", gt=0.0)
+        self.check_range("temperature", gt=0.0)
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    # --- shared by the options ------------------------------------------------------------------------------
+    @staticmethod
+    def paired(data: DistillationData, seed: int) -> list[tuple[Context, str, str]]:
+        """(input, answer, viewpoint) triples: each input with one viewpoint drawn uniformly."""
+        rng = random.Random(seed)
+        return [(p, a, rng.choice(data.viewpoints)) for p, a in zip(data.prompts, data.answers, strict=True)]
+
+    def sample(self, student: Student, prompts: list[Context], seed: int) -> list[str]:
+        """One sampled response per prompt (its own seeded random state: training's is untouched)."""
+        from socratic_exp.evaluation import generate
+
+        return generate(
+            student,
+            prompts,
+            max_new_tokens=self.max_completion_length,
+            batch_size=max(self.batch_size, 64),
+            sample=True,
+            temperature=self.temperature,
+            seed=seed,
+        )
+
+
+def guided(triples: list[tuple[Any, str, str]]) -> list[Any]:
+    """The inputs with their viewpoint in context."""
+    return [with_context(prompt, viewpoint) for prompt, _, viewpoint in triples]
+
+
+def as_completion(prompt: Any, response: str) -> Any:
+    """A response in the prompt's form: an assistant turn after chat messages, else the text itself."""
+    return [{"role": "assistant", "content": response}] if isinstance(prompt, list) else response

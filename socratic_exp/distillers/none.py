@@ -1,4 +1,4 @@
-"""``distiller=none``: no distillation phase."""
+"""``distiller=none``: no distillation phase (Socratic-RL without knowledge distillation: V is never reset)."""
 
 from __future__ import annotations
 

@@ -33,3 +33,15 @@ class ModelSpec(Component):
 
     def load(self, task: Task) -> Student:
         raise NotImplementedError
+
+
+def frozen_copy(model: Any) -> Any:
+    """A frozen copy of ``model`` with storage of its own. (``copy.deepcopy``, which TRL's
+    ``create_reference_model`` uses, keeps sharing memory-mapped weights loaded from safetensors, so the "reference"
+    would follow every update.)"""
+    import copy
+
+    frozen = copy.deepcopy(model)
+    for tensor in [*frozen.parameters(), *frozen.buffers()]:
+        tensor.data = tensor.data.clone()
+    return frozen.eval().requires_grad_(False)

@@ -30,6 +30,23 @@ def render_prompt(prompt: str, instruction: str, chat: bool) -> str | Messages:
     return f"{instruction}\n\n{prompt}" if instruction else prompt
 
 
+def with_context(prompt: str | Messages, context: str) -> str | Messages:
+    """A rendered prompt with ``context`` lines (e.g. Socratic-RL's viewpoints) before the question: in front of a
+    plain prompt, or at the start of the last user turn of chat messages. This is also the layout of TRL's SDFT
+    ``teacher_prompt_template`` ``"{privileged_context}\n{prompt}"``, so distillation sees what training saw."""
+    if not context:
+        return prompt
+    if isinstance(prompt, str):
+        return f"{context.rstrip()}\n{prompt}"
+    last_user = max(i for i, message in enumerate(prompt) if message["role"] == "user")
+    turn = prompt[last_user]
+    return [
+        *prompt[:last_user],
+        {**turn, "content": f"{context.rstrip()}\n{turn['content']}"},
+        *prompt[last_user + 1 :],
+    ]
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """The verifier's judgement: a score in [0, 1], a short reason, and the answer it extracted (if any)."""

@@ -15,6 +15,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from socratic_exp.component import Component
@@ -84,6 +85,60 @@ class Viewpoint:
     kind: ViewpointKind
     text: str
     source_trace: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredViewpoint:
+    """A viewpoint the teacher wrote, the trace it reflected on, and its measured utility U(v) (Socratic-RL, 3.3):
+    the signal of the teacher's meta-learning."""
+
+    question: str
+    trace: Attempt
+    text: str
+    utility: float
+
+
+# Socratic-RL's reflection prompt (Sections 3.1-3.2) for instruct teachers. {exemplars}: meta-learning by prompt
+# (teacher=blackbox) fills in viewpoints measured helpful or useless for this student.
+REFLECTION_TEMPLATE = (
+    "You are a teacher analysing a student's attempt at a problem. Find the root cause of the student's error "
+    "(a logical fallacy, a procedural error or a flawed assumption) and write ONE general, reusable viewpoint that "
+    "would help this student on similar problems. Do not solve this problem and do not state its answer.\n"
+    "Problem: {question}\n"
+    "Student's attempt: {student_answer}\n"
+    "Verifier: {verifier_feedback}\n"
+    "{exemplars}"
+    "Answer with one line that starts with Principle:, Heuristic:, Causal explanation: or Counter-example:"
+)
+VIEWPOINT_LABELS: dict[str, ViewpointKind] = {
+    "principle": "principle",
+    "heuristic": "heuristic",
+    "causal explanation": "causal explanation",
+    "counter-example": "counter-example",
+    "note": "principle",
+}
+_LABELLED_LINE = re.compile(r"^\W*(" + "|".join(map(re.escape, VIEWPOINT_LABELS)) + r")\s*:\s*(.+)$", re.IGNORECASE)
+MAX_VIEWPOINT_CHARS = 300
+MIN_VIEWPOINT_LETTERS = 8  # fewer letters than this is not a readable principle (e.g. a stray number)
+
+
+def parse_viewpoint(reply: str, source_trace: str) -> Viewpoint | None:
+    """The first labelled line of a teacher's reply (``Principle: ...``), else its first line as a principle; None
+    when it holds no readable text."""
+    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    kind: ViewpointKind = "principle"
+    text = lines[0]
+    for line in lines:
+        if match := _LABELLED_LINE.match(line):
+            kind = VIEWPOINT_LABELS[match.group(1).lower()]
+            text = f"{match.group(1).capitalize()}: {match.group(2).strip()}"
+            break
+    text = text[:MAX_VIEWPOINT_CHARS]
+    if sum(ch.isalpha() for ch in text.split(":", 1)[-1]) < MIN_VIEWPOINT_LETTERS:
+        return None
+    return Viewpoint(kind, text, source_trace)
 
 
 def render_template(template: str, request: GuidanceRequest) -> str:
@@ -223,6 +278,17 @@ class Teacher(Component):
         viewpoints = self._reflect(list(questions), list(traces))
         self.stats.add(reflections=len(traces), viewpoints=sum(v is not None for v in viewpoints))
         return viewpoints
+
+    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+        """Teacher meta-learning (Socratic-RL, Section 3.3): improve future reflections from the measured utility of
+        past viewpoints; returns ``teacher_meta/*`` statistics. Teachers that cannot learn return {}."""
+        return {}
+
+    def save_meta_state(self, folder: Path) -> None:
+        """Write what ``meta_update`` learned into a checkpoint folder."""
+
+    def load_meta_state(self, folder: Path) -> None:
+        """Restore what ``save_meta_state`` wrote (a resumed run continues with the teacher it had)."""
 
     @contextlib.contextmanager
     def separate_stats(self) -> Iterator[TeacherStats]:

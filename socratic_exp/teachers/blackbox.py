@@ -9,6 +9,10 @@ the server answers, knows the model and accepts the key, and fails with one line
 
 The API key is read from the environment variable named by ``api_key_env`` (servers that need none, such as a
 local vLLM, get a placeholder); it is never part of the config, logs or outputs. Responses are cached on disk.
+
+Socratic-RL: ``reflect`` sends ``reflect_template``. A remote teacher's weights cannot be trained, so its
+meta-learning is in the prompt: the ``exemplars`` viewpoints measured most helpful for this student, and as many
+measured useless, are shown in every later reflection prompt.
 """
 
 from __future__ import annotations
@@ -20,13 +24,23 @@ import logging
 import os
 import random
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from socratic_exp.errors import UserError
 from socratic_exp.run_folder import default_cache_dir
-from socratic_exp.teachers.base import SOCRATICPO_TEMPLATE, GuidanceRequest, Teacher, render_template
+from socratic_exp.teachers.base import (
+    REFLECTION_TEMPLATE,
+    SOCRATICPO_TEMPLATE,
+    Attempt,
+    GuidanceRequest,
+    ScoredViewpoint,
+    Teacher,
+    Viewpoint,
+    parse_viewpoint,
+    render_template,
+)
 from socratic_exp.teachers.response_cache import ResponseCache, cache_key
 
 log = logging.getLogger("socratic_exp")
@@ -77,6 +91,8 @@ class BlackboxTeacher(Teacher):
     cache_dir: str | None = None
     check_server: bool = True
     seed: int = 0
+    reflect_template: str = REFLECTION_TEMPLATE
+    exemplars: int = 3  # Socratic-RL meta-learning: best and worst measured viewpoints shown when reflecting
 
     def __post_init__(self) -> None:
         self._loop: _LoopThread | None = None
@@ -84,6 +100,7 @@ class BlackboxTeacher(Teacher):
         self._semaphore: asyncio.Semaphore | None = None
         self._cache: ResponseCache | None = None
         self._jitter = random.Random(self.seed)
+        self._utilities: dict[str, list[float]] = {}  # viewpoint -> measured utilities (for the exemplars)
         super().__post_init__()
 
     def validate(self) -> None:
@@ -96,6 +113,8 @@ class BlackboxTeacher(Teacher):
             "e.g. teacher.base_url=http://127.0.0.1:8000/v1",
         )
         self.check("template", "{question}" in self.template, "must contain {question}")
+        self.check("reflect_template", "{student_answer}" in self.reflect_template, "must contain {student_answer}")
+        self.check_range("exemplars", ge=0)
         for name, bounds in (
             ("temperature", {"ge": 0.0}),
             ("top_p", {"gt": 0.0, "le": 1.0}),
@@ -145,7 +164,10 @@ class BlackboxTeacher(Teacher):
 
     # --- guidance ---------------------------------------------------------------------------------------------
     def messages_for(self, request: GuidanceRequest) -> list[dict[str, str]]:
-        user = {"role": "user", "content": render_template(self.template, request)}
+        return self._conversation(render_template(self.template, request))
+
+    def _conversation(self, content: str) -> list[dict[str, str]]:
+        user = {"role": "user", "content": content}
         return [{"role": "system", "content": self.system_prompt}, user] if self.system_prompt else [user]
 
     def _guide(self, requests: list[GuidanceRequest]) -> list[str]:
@@ -154,10 +176,59 @@ class BlackboxTeacher(Teacher):
         return self._loop.run(self._guide_all(requests))
 
     async def _guide_all(self, requests: list[GuidanceRequest]) -> list[str]:
+        replies = await self._complete_all([self.messages_for(r) for r in requests])
+        return [reply if reply is not None else self.fallback for reply in replies]
+
+    async def _complete_all(self, conversations: list[list[dict[str, str]]]) -> list[str | None]:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
-        replies = await asyncio.gather(*(self._complete(self.messages_for(r)) for r in requests))
-        return [reply if reply is not None else self.fallback for reply in replies]
+        return await asyncio.gather(*(self._complete(messages) for messages in conversations))
+
+    # --- Socratic-RL ------------------------------------------------------------------------------------------
+    def _reflect(self, questions: list[str], traces: list[Attempt]) -> list[Viewpoint | None]:
+        self._start()
+        assert self._loop is not None
+        block = self.exemplar_block()
+        conversations = [
+            self._conversation(
+                render_template(self.reflect_template, GuidanceRequest(q, (t,))).replace("{exemplars}", block)
+            )
+            for q, t in zip(questions, traces, strict=True)
+        ]
+        replies = self._loop.run(self._complete_all(conversations))
+        return [
+            parse_viewpoint(reply, source_trace=q + t.completion) if reply else None
+            for reply, q, t in zip(replies, questions, traces, strict=True)
+        ]
+
+    def exemplar_block(self) -> str:
+        """The best and the worst viewpoints measured so far (mean utility), as lines of the reflection prompt."""
+        if not self.exemplars or not self._utilities:
+            return ""
+        ranked = sorted(self._utilities, key=lambda text: -sum(self._utilities[text]) / len(self._utilities[text]))
+        mean = {text: sum(u) / len(u) for text, u in self._utilities.items()}
+        helpful = [t for t in ranked if mean[t] > 0][: self.exemplars]
+        useless = [t for t in reversed(ranked) if mean[t] <= 0][: self.exemplars]
+        lines = []
+        if helpful:
+            lines += ["Viewpoints that measurably helped this student before:", *(f"- {t}" for t in helpful)]
+        if useless:
+            lines += ["Viewpoints that did not help (write something different):", *(f"- {t}" for t in useless)]
+        return "\n".join(lines) + "\n" if lines else ""
+
+    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+        for item in scored:
+            self._utilities.setdefault(item.text, []).append(item.utility)
+        known = float(len(self._utilities))
+        return {"teacher_meta/updates": float(len(scored)), "teacher_meta/known_viewpoints": known}
+
+    def save_meta_state(self, folder: Path) -> None:
+        (folder / "blackbox_teacher.json").write_text(json.dumps(self._utilities))
+
+    def load_meta_state(self, folder: Path) -> None:
+        path = folder / "blackbox_teacher.json"
+        if path.is_file():
+            self._utilities = json.loads(path.read_text())
 
     def _sampling(self) -> dict[str, Any]:
         return {

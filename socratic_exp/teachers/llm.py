@@ -10,15 +10,35 @@ is what lets the embedded tiny student guide itself: it has seen ``Hint:`` lines
 
 ``backend: vllm`` generates with vLLM for a separate teacher model (not for self-guidance, whose weights change
 every step).
+
+Socratic-RL: ``reflect`` asks for one viewpoint per trace (``reflect_template`` for instruct models; for base models
+``plain_reflect_template``, whose last line, ``Principle:``, the model completes). The algorithm decouples the
+teacher from the student (a copy of the student's weights when ``model`` is null), and its meta-learning is DPO
+(TRL's DPOTrainer) on pairs of the teacher's own viewpoints ranked by measured utility U(v): for the trace behind
+the better viewpoint, the better one is preferred over the worse (both are general principles, so either could
+have been written there). Pairs need a utility gap of at least ``meta_margin``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.errors import UserError
-from socratic_exp.teachers.base import SOCRATICPO_TEMPLATE, GuidanceRequest, Teacher, render_template
+from socratic_exp.teachers.base import (
+    REFLECTION_TEMPLATE,
+    SOCRATICPO_TEMPLATE,
+    Attempt,
+    GuidanceRequest,
+    ScoredViewpoint,
+    Teacher,
+    Viewpoint,
+    parse_viewpoint,
+    render_template,
+)
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -38,11 +58,21 @@ class LLMTeacher(Teacher):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     enable_thinking: bool | None = False
     seed: int = 0
+    # Socratic-RL reflection and meta-learning
+    reflect_template: str = REFLECTION_TEMPLATE
+    plain_reflect_template: str = "{question}\n{student_answer}\nPrinciple:"
+    meta_steps: int = 8  # DPO steps per meta-update
+    meta_learning_rate: float = 1e-5
+    meta_beta: float = 0.1
+    meta_margin: float = 0.02  # least utility gap between the two viewpoints of a pair
+    meta_max_pairs: int = 64
+    meta_batch_size: int = 8
 
     def __post_init__(self) -> None:
         self._teacher: Student | None = None
         self._vllm: Any = None
         self._calls = 0
+        self._meta_updates = 0
         super().__post_init__()
 
     def validate(self) -> None:
@@ -57,6 +87,13 @@ class LLMTeacher(Teacher):
         self.check_range("max_new_tokens", ge=1)
         self.check_range("temperature", ge=0.0)
         self.check_range("batch_size", ge=1)
+        for name in ("reflect_template", "plain_reflect_template"):
+            self.check(name, "{student_answer}" in getattr(self, name), "must contain {student_answer}")
+        for name in ("meta_steps", "meta_max_pairs", "meta_batch_size"):
+            self.check_range(name, ge=1)
+        self.check_range("meta_learning_rate", gt=0.0)
+        self.check_range("meta_beta", gt=0.0)
+        self.check_range("meta_margin", ge=0.0)
         self.check(
             "backend",
             not (self.backend == "vllm" and self.model is None),
@@ -97,13 +134,127 @@ class LLMTeacher(Teacher):
         return teacher.model, teacher.tokenizer
 
     def _guide(self, requests: list[GuidanceRequest]) -> list[str]:
-        from socratic_exp.evaluation import as_model_input, generate
-
-        teacher = self._teacher
-        if teacher is None:
-            raise RuntimeError("LLMTeacher.attach() was not called")
+        teacher = self._attached()
         template = self.template if teacher.chat else self.plain_template
         prompts = [render_template(template, request) for request in requests]
+        outputs = self._complete(prompts)
+        if teacher.chat:
+            return [output.strip() for output in outputs]
+        return [_complete_line(p, o) for p, o in zip(prompts, outputs, strict=True)]
+
+    # --- Socratic-RL ------------------------------------------------------------------------------------------
+    def reflection_prompt(self, question: str, trace: Attempt) -> str:
+        template = self.reflect_template if self._attached().chat else self.plain_reflect_template
+        return render_template(template, GuidanceRequest(question, (trace,))).replace("{exemplars}", "")
+
+    def _reflect(self, questions: list[str], traces: list[Attempt]) -> list[Viewpoint | None]:
+        prompts = [self.reflection_prompt(q, t) for q, t in zip(questions, traces, strict=True)]
+        outputs = self._complete(prompts)
+        chat = self._attached().chat
+        replies = outputs if chat else [_complete_line(p, o) for p, o in zip(prompts, outputs, strict=True)]
+        return [
+            parse_viewpoint(reply, source_trace=q + t.completion)
+            for reply, q, t in zip(replies, questions, traces, strict=True)
+        ]
+
+    def decouple_from_student(self) -> None:
+        """Give a self-guiding teacher weights of its own (a copy of the student's, as they are now), so that its
+        meta-learning trains the teacher and not the student (the paper's decoupled architecture)."""
+        from socratic_exp.models.base import frozen_copy
+
+        teacher = self._attached()
+        if teacher.info.get("self_guidance"):
+            teacher.model = frozen_copy(teacher.model)
+            teacher.info = {"copied_from_student": True}
+
+    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+        """One DPO phase on the teacher's model from utility-ranked pairs of its viewpoints."""
+        from socratic_exp.trl_phases import dpo_phase
+
+        teacher = self._attached()
+        if teacher.model is None or teacher.info.get("self_guidance"):
+            raise RuntimeError("LLMTeacher.meta_update needs a teacher with weights of its own (decouple_from_student)")
+        rows = self.preference_pairs(scored)
+        if not rows:
+            return {"teacher_meta/pairs": 0.0}
+        self._meta_updates += 1
+        teacher.model.requires_grad_(True)
+        try:
+            return dpo_phase(
+                teacher.model,
+                teacher.tokenizer,
+                rows,
+                Path(tempfile.gettempdir()) / "socratic_exp_teacher_dpo",
+                prefix="teacher_meta",
+                steps=self.meta_steps,
+                batch_size=self.meta_batch_size,
+                learning_rate=self.meta_learning_rate,
+                beta=self.meta_beta,
+                seed=self.seed * 1_000_003 + self._meta_updates,
+            )
+        finally:
+            teacher.model.requires_grad_(False)
+            teacher.model.eval()
+
+    def preference_pairs(self, scored: Sequence[ScoredViewpoint]) -> list[dict[str, Any]]:
+        """(prompt, chosen, rejected) rows: every pair of distinct viewpoints whose utilities differ by at least
+        ``meta_margin``, the better one's trace as the prompt, most separated pairs first."""
+        items = sorted(scored, key=lambda item: item.utility, reverse=True)
+        candidates = [
+            (better.utility - worse.utility, better, worse)
+            for i, better in enumerate(items)
+            for worse in items[i + 1 :]
+            if better.text != worse.text and better.utility - worse.utility >= self.meta_margin
+        ]
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        chat = self._attached().chat
+        rows = []
+        for _, better, worse in candidates[: self.meta_max_pairs]:
+            prompt = self.reflection_prompt(better.question, better.trace)
+            rows.append(
+                {
+                    "prompt": [{"role": "user", "content": prompt}] if chat else prompt,
+                    "chosen": self._as_completion(prompt, better.text, chat),
+                    "rejected": self._as_completion(prompt, worse.text, chat),
+                }
+            )
+        return rows
+
+    @staticmethod
+    def _as_completion(prompt: str, viewpoint: str, chat: bool) -> Any:
+        """What the teacher would have generated to produce ``viewpoint``: the assistant turn, or (base models) the
+        rest of the prompt's last line, e.g. `` do * before +.`` after ``Principle:``."""
+        if chat:
+            return [{"role": "assistant", "content": viewpoint}]
+        label = prompt.rsplit("\n", 1)[-1]
+        rest = viewpoint[len(label) :] if viewpoint.startswith(label) else " " + viewpoint
+        return rest + "\n"
+
+    def save_meta_state(self, folder: Path) -> None:
+        teacher = self._teacher
+        if teacher is not None and teacher.model is not None and not teacher.info.get("self_guidance"):
+            import torch
+
+            torch.save(teacher.model.state_dict(), folder / "teacher_model.pt")
+
+    def load_meta_state(self, folder: Path) -> None:
+        path = folder / "teacher_model.pt"
+        teacher = self._teacher
+        if path.is_file() and teacher is not None and teacher.model is not None:
+            import torch
+
+            teacher.model.load_state_dict(torch.load(path, map_location=teacher.model.device, weights_only=True))
+
+    # --- generation -------------------------------------------------------------------------------------------
+    def _attached(self) -> Student:
+        if self._teacher is None:
+            raise RuntimeError("LLMTeacher.attach() was not called")
+        return self._teacher
+
+    def _complete(self, prompts: list[str]) -> list[str]:
+        from socratic_exp.evaluation import as_model_input, generate
+
+        teacher = self._attached()
         self._calls += 1
         if self._vllm is not None:
             outputs = self._generate_vllm([as_model_input(teacher, p) for p in prompts])
@@ -122,10 +273,7 @@ class LLMTeacher(Teacher):
             prompt_tokens=sum(len(tokenizer(as_model_input(teacher, p)).input_ids) for p in prompts),
             completion_tokens=sum(len(tokenizer(o).input_ids) for o in outputs),
         )
-        if teacher.chat:
-            return [output.strip() for output in outputs]
-        # A completion prompt ends with the start of the guidance line ("Hint:"); the guidance is that line.
-        return [p.rsplit("\n", 1)[-1] + o.split("\n", 1)[0].rstrip() for p, o in zip(prompts, outputs, strict=True)]
+        return outputs
 
     def _generate_vllm(self, inputs: list[str]) -> list[str]:
         from vllm import SamplingParams
@@ -138,6 +286,11 @@ class LLMTeacher(Teacher):
     def close(self) -> None:
         self._teacher = None
         self._vllm = None
+
+
+def _complete_line(prompt: str, output: str) -> str:
+    """A completion prompt ends with the start of a line (``Hint:``, ``Principle:``); the reply is that line."""
+    return prompt.rsplit("\n", 1)[-1] + output.split("\n", 1)[0].rstrip()
 
 
 def _load_vllm(model: str, dtype: str) -> Any:

@@ -4,7 +4,9 @@ It replays the student's chain of thought (``teachers/diagnosis.py``), finds the
 class and writes one short ``Hint:`` line pointing at that step, in the wording the warm-started student has
 seen in its context. Without ground-truth access it never states the final result (it can compute it, but a
 rule teacher that does would not be a teacher). ``reflect`` turns recurring error classes into viewpoints
-("Principle: work out the brackets first.").
+("Principle: work out the brackets first."), choosing among the phrasings of each class; its meta-learning
+(Socratic-RL, Phase 1 of Section 7) reweights the phrasings by their measured utility: a softmax over each
+phrasing's mean U(v) at ``phrasing_temperature`` (unmeasured phrasings count as 0).
 
 On other tasks it knows no more than the verifier: it turns the verdict's reason (wrong / format / empty /
 truncated) into a fixed sentence, and reflects nothing.
@@ -13,12 +15,24 @@ truncated) into a fixed sentence, and reflects nothing.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import random
 from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, ArithmeticTask, expression_in
-from socratic_exp.teachers.base import Attempt, GuidanceRequest, Teacher, Viewpoint, ViewpointKind
+from socratic_exp.teachers.base import (
+    Attempt,
+    GuidanceRequest,
+    ScoredViewpoint,
+    Teacher,
+    Viewpoint,
+    ViewpointKind,
+)
 from socratic_exp.teachers.diagnosis import Diagnosis, diagnose
 
 if TYPE_CHECKING:
@@ -35,14 +49,15 @@ HINTS = {
     "no_answer": "Hint: end with the line A: <number>.",
     "format": "Hint: write one step per line as a op b=c, then A: <number>.",
 }
-VIEWPOINTS: dict[str, tuple[ViewpointKind, str]] = {
-    "precedence": ("principle", PRINCIPLES["precedence"][0]),
-    "order": ("principle", "Principle: work + and - from left to right."),
-    "parentheses": ("principle", PRINCIPLES["parentheses"][0]),
-    "slip": ("heuristic", PRINCIPLES["slip"][0]),
-    "copy": ("heuristic", "Heuristic: copy every number exactly as it is written."),
-    "no_answer": ("heuristic", "Heuristic: finish with the line A: <number>."),
-    "format": ("heuristic", "Heuristic: write one step per line, then A: <number>."),
+# Each error class's viewpoint phrasings (the warm-started student has seen the PRINCIPLES lines before questions).
+VIEWPOINTS: dict[str, tuple[ViewpointKind, tuple[str, ...]]] = {
+    "precedence": ("principle", PRINCIPLES["precedence"]),
+    "order": ("principle", ("Principle: work + and - from left to right.",)),
+    "parentheses": ("principle", PRINCIPLES["parentheses"]),
+    "slip": ("heuristic", PRINCIPLES["slip"]),
+    "copy": ("heuristic", ("Heuristic: copy every number exactly as it is written.",)),
+    "no_answer": ("heuristic", ("Heuristic: finish with the line A: <number>.",)),
+    "format": ("heuristic", ("Heuristic: write one step per line, then A: <number>.",)),
 }
 VERIFIER_FEEDBACK = {
     "format": "Your answer is not in the required format: end with the final answer written as the question asks.",
@@ -78,15 +93,20 @@ def hint_for(diagnosis: Diagnosis) -> str:
 @dataclasses.dataclass(kw_only=True)
 class RuleTeacher(Teacher):
     min_occurrences: int = 2  # an error class becomes a viewpoint once it has been seen this many times
+    phrasing_temperature: float = 0.02  # meta-learning: softmax temperature over the phrasings' mean utility
+    seed: int = 0
 
     def __post_init__(self) -> None:
         self._arithmetic = True
         self._seen_errors: Counter[str] = Counter()
+        self._utility: dict[str, list[float]] = {}  # phrasing -> [sum of utilities, measurements]
+        self._rng = random.Random(self.seed)
         super().__post_init__()
 
     def validate(self) -> None:
         super().validate()
         self.check_range("min_occurrences", ge=1)
+        self.check_range("phrasing_temperature", gt=0.0)
 
     def attach(self, task: Task, student: Student) -> None:
         self._arithmetic = isinstance(task, ArithmeticTask)
@@ -128,6 +148,43 @@ class RuleTeacher(Teacher):
             if self._seen_errors[key] < self.min_occurrences:
                 viewpoints.append(None)
                 continue
-            kind, text = VIEWPOINTS[key]
+            kind, phrasings = VIEWPOINTS[key]
+            text = self._rng.choices(phrasings, weights=self.phrasing_weights(phrasings))[0]
             viewpoints.append(Viewpoint(kind, text, source_trace=question + trace.completion))
         return viewpoints
+
+    def phrasing_weights(self, phrasings: tuple[str, ...]) -> list[float]:
+        """Softmax over the phrasings' mean measured utility (uniform until meta-learning has measured any)."""
+        means = [self._mean_utility(text) for text in phrasings]
+        top = max(means)
+        return [math.exp((m - top) / self.phrasing_temperature) for m in means]
+
+    def _mean_utility(self, text: str) -> float:
+        total, count = self._utility.get(text, (0.0, 0))
+        return total / count if count else 0.0
+
+    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+        for item in scored:
+            entry = self._utility.setdefault(item.text, [0.0, 0])
+            entry[0] += item.utility
+            entry[1] += 1
+        # how peaked the choice has become: the mean, over classes with several phrasings, of the top weight
+        peaks = []
+        for _, phrasings in VIEWPOINTS.values():
+            if len(phrasings) > 1:
+                weights = self.phrasing_weights(phrasings)
+                peaks.append(max(weights) / sum(weights))
+        return {"teacher_meta/updates": float(len(scored)), "teacher_meta/top_phrasing_weight": sum(peaks) / len(peaks)}
+
+    def save_meta_state(self, folder: Path) -> None:
+        state = {"utility": self._utility, "seen": self._seen_errors, "rng": self._rng.getstate()}
+        (folder / "rule_teacher.json").write_text(json.dumps(state))
+
+    def load_meta_state(self, folder: Path) -> None:
+        path = folder / "rule_teacher.json"
+        if path.is_file():
+            state = json.loads(path.read_text())
+            self._utility = {text: list(v) for text, v in state["utility"].items()}
+            self._seen_errors = Counter(state["seen"])
+            version, internal, gauss = state["rng"]
+            self._rng.setstate((version, tuple(internal), gauss))

@@ -1,0 +1,142 @@
+"""``distiller=kl``: policy distillation, Socratic-RL's default (Section 3.4)
+
+    L_distill = E_{(x, v) ~ D x V_KB} KL( pi_S(. | x, v) || pi'_S(. | x) )
+
+on TRL's SDFTTrainer, whose teacher is the same model with privileged context in its prompt: here the viewpoint,
+placed in front of the question (``teacher_prompt_template``) as during training. Defaults follow the formula:
+forward KL over the full vocabulary (``divergence_alpha: 0``, ``mode: full_logits``; SDFT's defaults are a JSD over
+the top 100 logits) on responses sampled from the guided student (``generate_from: teacher``; SDFT samples from
+the student).
+
+The subclass exists because SDFT's "base" teacher is rebuilt from the model's path, i.e. the checkpoint the run
+started from; Socratic-RL's teacher is the student as it is now (before this distillation), so it gets a frozen
+copy of the current weights.
+
+``distill/kl_before`` / ``kl_after``: the mean per-token KL above on a fixed set of ``kl_samples`` guided responses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from socratic_exp.distillers.base import DistillationData, TRLDistiller, guided
+from socratic_exp.tasks.base import with_context
+
+if TYPE_CHECKING:
+    from socratic_exp.models.base import Student
+    from socratic_exp.tasks.base import Task
+    from socratic_exp.teachers.base import Context
+
+
+@dataclasses.dataclass(kw_only=True)
+class KLDistiller(TRLDistiller):
+    num_generations: int = 4
+    divergence_alpha: float = 0.0  # 0: KL(teacher || student), the paper's; 1: reverse KL; between: generalised JSD
+    mode: Literal["full_logits", "topk_logits", "sampled_token"] = "full_logits"
+    topk: int = 100  # with mode=topk_logits
+    generate_from: Literal["teacher", "student"] = "teacher"
+    kl_samples: int = 32
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_range("num_generations", ge=1)
+        self.check_range("divergence_alpha", ge=0.0, le=1.0)
+        self.check_range("topk", ge=1)
+        self.check_range("kl_samples", ge=1)
+        self.check(
+            "batch_size",
+            self.batch_size % self.num_generations == 0,
+            f"must be a multiple of distiller.num_generations ({self.num_generations})",
+        )
+
+    def distill(
+        self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
+    ) -> dict[str, float]:
+        import dataclasses as dc
+        import os
+
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # SDFT lives in trl.experimental
+        from datasets import Dataset
+        from trl.experimental.sdft import SDFTConfig
+
+        from socratic_exp.models.base import frozen_copy
+        from socratic_exp.trl_phases import phase_args, run_phase
+
+        triples = self.paired(data, seed)
+        teacher = dc.replace(student, model=frozen_copy(student.model))
+        fixed = triples[: self.kl_samples]
+        responses = self.sample(teacher, guided(fixed), seed)
+        probe = [
+            (prompt, viewpoint, response) for (prompt, _, viewpoint), response in zip(fixed, responses, strict=True)
+        ]
+        kl_before = context_kl(student, teacher.model, probe)
+        rows = [{"prompt": prompt, "privileged_context": viewpoint} for prompt, _, viewpoint in triples]
+        args = phase_args(
+            SDFTConfig,
+            out_dir,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            seed=seed,
+            num_generations=self.num_generations,
+            max_completion_length=self.max_completion_length,
+            temperature=self.temperature,
+            distillation_mode=self.mode,
+            distillation_alpha=self.divergence_alpha,
+            distillation_topk=self.topk if self.mode == "topk_logits" else None,
+            generate_from_teacher=self.generate_from == "teacher",
+            teacher_prompt_template="{privileged_context}\n{prompt}",
+            chat_template_kwargs=student.chat_template_kwargs or None,
+        )
+        trainer = _trainer_class()(
+            model=student.model,
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=student.tokenizer,
+            frozen_teacher=teacher.model,
+        )
+        metrics = run_phase(trainer, "distill")
+        return metrics | {"distill/kl_before": kl_before, "distill/kl_after": context_kl(student, teacher.model, probe)}
+
+
+def _trainer_class() -> type:
+    from trl.experimental.sdft import SDFTTrainer
+
+    class ViewpointSDFTTrainer(SDFTTrainer):
+        """SDFT with the given frozen teacher (the current student) instead of one reloaded from the model's path."""
+
+        def __init__(self, *args: Any, frozen_teacher: Any, **kwargs: Any):
+            self._frozen_teacher = frozen_teacher
+            super().__init__(*args, **kwargs)
+
+        def _setup_teacher_model(self) -> None:
+            self.teacher_model = self._frozen_teacher
+
+    return ViewpointSDFTTrainer
+
+
+def context_kl(student: Student, teacher_model: Any, examples: list[tuple[Context, str, str]]) -> float:
+    """Mean per-token KL(teacher(. | x, v, y<t) || student(. | x, y<t)) over the response tokens of (x, v, y)."""
+    import torch
+
+    from socratic_exp.evaluation import as_model_input
+
+    tokenizer = student.tokenizer
+    total = count = 0.0
+    with torch.no_grad():
+        for prompt, viewpoint, response in examples:
+            response_ids = tokenizer(response, add_special_tokens=False).input_ids
+            if not response_ids:
+                continue
+            log_probs = []
+            for model, context in ((teacher_model, with_context(prompt, viewpoint)), (student.model, prompt)):
+                prefix = tokenizer(as_model_input(student, context), add_special_tokens=False).input_ids
+                ids = torch.tensor([prefix + response_ids], device=model.device)
+                logits = model(input_ids=ids).logits[0, len(prefix) - 1 : -1].float()
+                log_probs.append(logits.log_softmax(-1))
+            teacher_lp, student_lp = log_probs
+            total += float((teacher_lp.exp() * (teacher_lp - student_lp)).sum())
+            count += len(response_ids)
+    return total / max(count, 1.0)

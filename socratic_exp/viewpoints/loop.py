@@ -1,0 +1,261 @@
+"""The Socratic-RL loop around the RL trainer (Algorithm 1): what happens to traces, viewpoints, the teacher and the
+student between and after RL steps. The trainer calls ``observe`` with every scored trace and ``reflect`` once per
+generation batch; a callback calls ``after_step`` (utility probes, teacher meta-learning, distillation) and saves
+and restores the loop's state with each checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from socratic_exp.tasks.base import with_context
+from socratic_exp.viewpoints.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
+from socratic_exp.viewpoints.utility import Prober, context_of, mean, measure_utilities
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.socratic_rl import SocraticRL
+    from socratic_exp.components import Components
+    from socratic_exp.models.base import Student
+    from socratic_exp.run import MetricsSink
+    from socratic_exp.teachers.base import Attempt
+
+STATE_FILE = "socratic_rl_state.json"
+
+
+class ViewpointLoop:
+    def __init__(
+        self,
+        settings: SocraticRL,
+        components: Components,
+        student: Student,
+        probe_rows: list[dict[str, Any]],
+        train_rows: Any,
+        run_dir: Path,
+        sink: MetricsSink | None,
+        seed: int,
+        prompt_room: int | None,
+    ):
+        self.settings = settings
+        self.c = components
+        self.student = student
+        self.train_rows = train_rows
+        self.run_dir = run_dir
+        self.sink = sink
+        self.seed = seed
+        self.prompt_room = prompt_room  # tokens a prompt may take (the model's context minus the completion)
+        self.log = ViewpointLog(run_dir / LOG_NAME)
+        self.kb = KnowledgeBase(
+            settings.viewpoint_budget,
+            settings.merge_similarity,
+            settings.retire_threshold,
+            settings.retire_patience,
+            self.log,
+        )
+        self.prober = Prober(
+            components.task, probe_rows, student, self.in_context, settings.max_completion_length, batch_size=256
+        )
+        self.rng = random.Random(seed)
+        self.seconds: Counter[str] = Counter()
+        self.distillations = 0
+        self._traces: list[tuple[str, Attempt]] = []
+        self._groups: list[str] = []
+
+    # --- the student's context ------------------------------------------------------------------------------
+    def active_texts(self) -> list[str]:
+        return [entry.text for entry in self.kb.active]
+
+    def in_context(self, prompt: Any, texts: Sequence[str]) -> Any:
+        """``prompt`` with the viewpoints in front; the oldest are left out where the model's context is too short."""
+        texts = list(texts)
+        while texts:
+            candidate = with_context(prompt, context_of(texts))
+            if self.prompt_room is None or self._length(candidate) <= self.prompt_room:
+                return candidate
+            texts = texts[1:]
+        return prompt
+
+    def _length(self, prompt: Any) -> int:
+        from socratic_exp.evaluation import as_model_input
+
+        return len(self.student.tokenizer(as_model_input(self.student, prompt), add_special_tokens=False).input_ids)
+
+    # --- phase 1-2: interaction and reflection ---------------------------------------------------------------
+    def observe(self, questions: Sequence[str], attempts: Sequence[Attempt]) -> None:
+        """The scored traces of a batch (questions without viewpoints), in TRL's order (groups are consecutive)."""
+        self._traces += list(zip(questions, attempts, strict=True))
+
+    def reflect(self, step: int) -> dict[str, float]:
+        """Send up to ``reflections_per_step`` suboptimal traces of the batch to the teacher; file its viewpoints."""
+        started = time.perf_counter()
+        traces, self._traces = self._traces, []
+        eligible = self.suboptimal(traces)
+        chosen = self.rng.sample(eligible, min(len(eligible), self.settings.reflections_per_step))
+        outcomes: Counter[str] = Counter()
+        if chosen:
+            questions = [q for q, _ in chosen]
+            viewpoints = self.c.teacher.reflect(questions, [a for _, a in chosen])
+            for (question, attempt), viewpoint in zip(chosen, viewpoints, strict=True):
+                if viewpoint is None:
+                    outcomes["none"] += 1
+                    continue
+                _, outcome = self.kb.add(viewpoint.text, viewpoint.kind, question, attempt.completion, step)
+                outcomes[outcome] += 1
+        self.seconds["reflect"] += time.perf_counter() - started
+        return {
+            "socratic_rl/reflections": float(len(chosen)),
+            **{f"socratic_rl/viewpoints_{name}": float(outcomes[name]) for name in ("created", "merged", "none")},
+            **self.kb_metrics(),
+        }
+
+    def suboptimal(self, traces: list[tuple[str, Attempt]]) -> list[tuple[str, Attempt]]:
+        """The traces the criterion ``reflect_on`` selects: ``wrong`` (score below 1), ``below_group_mean`` (worse
+        than the other rollouts of the same question: a negative advantage) or ``all``."""
+        criterion = self.settings.reflect_on
+        if criterion == "all":
+            return traces
+        if criterion == "wrong":
+            return [(q, a) for q, a in traces if a.score < 1.0]
+        by_question: dict[str, list[float]] = defaultdict(list)
+        for question, attempt in traces:
+            by_question[question].append(attempt.score)
+        return [(q, a) for q, a in traces if a.score < mean(by_question[q])]
+
+    def kb_metrics(self) -> dict[str, float]:
+        counts = self.kb.counts()
+        return {
+            "socratic_rl/active": counts["active"],
+            "socratic_rl/kb_size": float(len(self.kb.entries)),
+            **{f"socratic_rl/kb_{status}": counts[status] for status in ("queued", "retired", "distilled")},
+        }
+
+    # --- phase 3-4: utility, meta-learning, distillation -----------------------------------------------------
+    def after_step(self, step: int) -> dict[str, float]:
+        settings = self.settings
+        metrics: dict[str, float] = {}
+        if settings.probe_every and step % settings.probe_every == 0 and self.kb.active:
+            metrics |= self.probe(step)
+        if self.c.distiller.enabled and settings.distill_every and step % settings.distill_every == 0:
+            metrics |= self.distill(step)
+        if metrics:
+            metrics |= self.kb_metrics() | {f"socratic_rl/seconds/{k}": v for k, v in self.seconds.items()}
+            self._log_table(step)
+        return metrics
+
+    def probe(self, step: int) -> dict[str, float]:
+        """U(v) of every viewpoint in V; retirement; the teacher's meta-update from the new measurements."""
+        from socratic_exp.teachers.base import Attempt, ScoredViewpoint
+
+        started = time.perf_counter()
+        active = self.kb.active
+        utilities, with_all, without_any = measure_utilities(active, self.prober.scores)
+        for entry in active:
+            utility, acc_with, acc_without = utilities[entry.id]
+            self.kb.record_utility(entry, step, utility, acc_with, acc_without)
+        retired = self.kb.retire_useless(step)
+        self.seconds["probe"] += time.perf_counter() - started
+        values = [u for u, _, _ in utilities.values()]
+        metrics = {
+            "socratic_rl/probe_acc_with_v": with_all,
+            "socratic_rl/probe_acc_without_v": without_any,
+            "socratic_rl/utility_mean": mean(values),
+            "socratic_rl/utility_min": min(values),
+            "socratic_rl/utility_max": max(values),
+            "socratic_rl/utility_positive_share": sum(u > 0 for u in values) / len(values),
+            "socratic_rl/retired": float(len(retired)),
+        }
+        if self.settings.meta_learning:
+            started = time.perf_counter()
+            scored = [
+                ScoredViewpoint(e.source_question, Attempt(e.source_trace, 0.0, "wrong"), e.text, utilities[e.id][0])
+                for e in active
+            ]
+            metrics |= self.c.teacher.meta_update(scored)
+            self.seconds["meta"] += time.perf_counter() - started
+        return metrics
+
+    def distill(self, step: int) -> dict[str, float]:
+        """Compress V (and what earlier distillations internalized) into the student; then V is reset."""
+        from socratic_exp.distillers.base import DistillationData
+
+        to_distill = [e.text for e in self.kb.active] + [e.text for e in self.kb.with_status("distilled")]
+        if not to_distill:
+            return {"distill/skipped": 1.0}
+        started = time.perf_counter()
+        self.distillations += 1
+        seed = self.seed * 1_000_003 + step
+        distiller = self.c.distiller
+        rows = self.train_rows.shuffle(seed=seed).select(range(min(distiller.items, len(self.train_rows))))
+        data = DistillationData(
+            prompts=list(rows["prompt"]),
+            answers=list(rows["answer"]),
+            viewpoints=to_distill,
+            negative_viewpoints=[e.text for e in self.kb.with_status("retired")],
+        )
+        active = self.active_texts()
+        before = self.prober.scores(())
+        with_v = mean(self.prober.scores(active)) if active else mean(before)
+        metrics = distiller.distill(self.student, self.c.task, data, self.run_dir / "distill" / f"step-{step}", seed)
+        after = self.prober.scores(())
+        self.kb.distill_reset(step)
+        self.seconds["distill"] += time.perf_counter() - started
+        solved_before = [i for i, score in enumerate(before) if score >= 1.0]
+        forgotten = sum(after[i] < 1.0 for i in solved_before) / len(solved_before) if solved_before else 0.0
+        return metrics | {
+            "distill/count": float(self.distillations),
+            "distill/viewpoints": float(len(to_distill)),
+            "distill/probe_acc_before": mean(before),
+            "distill/probe_acc_with_v_before": with_v,
+            "distill/probe_acc_after": mean(after),
+            "distill/forgotten_share": forgotten,
+        }
+
+    def _log_table(self, step: int) -> None:
+        if self.sink is None:
+            return
+        rows = [
+            {
+                "id": e.id,
+                "viewpoint": e.text,
+                "kind": e.kind,
+                "status": e.status,
+                "written_at": e.written_at,
+                "sources": e.sources,
+                "last_utility": e.last_utility,
+                "mean_utility": e.mean_utility,
+                "source_question": e.source_question,
+            }
+            for e in self.kb.entries.values()
+        ]
+        self.sink.logger.log_table("viewpoint_kb", rows, step)
+
+    # --- checkpoints ----------------------------------------------------------------------------------------
+    def save(self, folder: Path) -> None:
+        version, internal, gauss = self.rng.getstate()
+        state = {
+            "kb": self.kb.state_dict(),
+            "rng": [version, list(internal), gauss],
+            "seconds": dict(self.seconds),
+            "distillations": self.distillations,
+        }
+        (folder / STATE_FILE).write_text(json.dumps(state))
+        self.c.teacher.save_meta_state(folder)
+
+    def restore(self, folder: Path, step: int) -> None:
+        """Back to the state saved at ``step``; the record keeps the events up to that step only."""
+        self.log.truncate_after(step)
+        path = folder / STATE_FILE
+        if not path.is_file():
+            return
+        state = json.loads(path.read_text())
+        self.kb.load_state_dict(state["kb"])
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.seconds = Counter(state["seconds"])
+        self.distillations = state["distillations"]
+        self.c.teacher.load_meta_state(folder)

@@ -1,0 +1,343 @@
+"""Socratic-RL: viewpoint utility, the knowledge base's rules and record, the teachers' meta-learning, the distillers
+on the tiny model, and end-to-end runs (every distiller x teacher x meta-learning, kill-and-resume)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import compose, read_summary, run_dirs
+
+from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
+from socratic_exp.viewpoints.__main__ import main as viewpoints_main
+from socratic_exp.viewpoints.knowledge_base import Entry, KnowledgeBase, ViewpointLog, latest_entries, similarity
+from socratic_exp.viewpoints.utility import measure_utilities
+
+PRECEDENCE = "Principle: do * before + and -."
+BRACKETS = "Principle: work out the brackets first."
+
+
+# --- utility ------------------------------------------------------------------------------------------------------
+
+
+def stub_scorer(effects: dict[str, set[int]], harms: dict[str, set[int]], base: set[int], items: int = 50):
+    """A student that solves ``base`` alone; each viewpoint in context adds the items it fixes and loses the items it
+    harms (the known effect per viewpoint)."""
+    calls = []
+
+    def scores(texts):
+        calls.append(tuple(texts))
+        solved = set(base)
+        for text in texts:
+            solved |= effects.get(text, set())
+        for text in texts:
+            solved -= harms.get(text, set())
+        return [float(i in solved) for i in range(items)]
+
+    return scores, calls
+
+
+def entry(i: int, text: str) -> Entry:
+    return Entry(i, text, "principle", "Q: 1+1=?\n", "1+1=3\nA: 3\n", written_at=1)
+
+
+def test_utility_is_the_accuracy_lost_without_each_viewpoint():
+    useful, neutral, harmful = entry(0, PRECEDENCE), entry(1, BRACKETS), entry(2, "Note: add left to right.")
+    scores, calls = stub_scorer(
+        effects={PRECEDENCE: set(range(10, 15))}, harms={harmful.text: {0, 1, 2}}, base=set(range(10))
+    )
+    utilities, with_all, without_any = measure_utilities([useful, neutral, harmful], scores)
+    assert utilities[useful.id][0] == pytest.approx(5 / 50)
+    assert utilities[neutral.id][0] == pytest.approx(0.0)
+    assert utilities[harmful.id][0] == pytest.approx(-3 / 50)
+    assert with_all == pytest.approx(12 / 50) and without_any == pytest.approx(10 / 50)
+    assert utilities[useful.id][1:] == pytest.approx((12 / 50, 7 / 50))  # (with V, with V minus v)
+    assert len(calls) == len(set(calls)) == 5  # |V| + 2 passes, none repeated
+
+
+def test_a_single_viewpoint_costs_two_passes():
+    scores, calls = stub_scorer(effects={PRECEDENCE: {3}}, harms={}, base={1})
+    utilities, _, _ = measure_utilities([entry(0, PRECEDENCE)], scores)
+    assert utilities[0][0] == pytest.approx(1 / 50) and sorted(calls) == [(), (PRECEDENCE,)]
+
+
+# --- knowledge base -------------------------------------------------------------------------------------------------
+
+
+def kb(tmp_path: Path, budget: int = 2, patience: int = 2) -> KnowledgeBase:
+    return KnowledgeBase(budget, 0.8, 0.0, patience, ViewpointLog(tmp_path / "viewpoints.jsonl"))
+
+
+def add(base: KnowledgeBase, text: str, step: int = 1) -> tuple[Entry, str]:
+    return base.add(text, "principle", "Q: 2+3*4=?\n", "2+3=5\n5*4=20\nA: 20\n", step)
+
+
+def test_near_duplicates_merge_and_distinct_viewpoints_do_not():
+    assert similarity("Principle: do * before + and -.", "Heuristic: Do * before + and - !") > 0.9
+    assert similarity(PRECEDENCE, BRACKETS) < 0.6
+
+
+def test_budget_queue_merge_retire_and_distill_rules(tmp_path):
+    base = kb(tmp_path)
+    first, outcome = add(base, PRECEDENCE)
+    assert outcome == "created" and first.status == "active"
+    again, outcome = add(base, "principle: Do * before + and - .")
+    assert outcome == "merged" and again is first and first.sources == 2 and len(base.entries) == 1
+    second, _ = add(base, BRACKETS)
+    third, _ = add(base, "Note: recheck every product and sum.")
+    assert [e.id for e in base.active] == [0, 1] and third.status == "queued"  # V is full: the third waits
+
+    for step, utilities in ((10, (0.05, 0.0)), (20, (0.04, -0.01))):
+        base.record_utility(first, step, utilities[0], 0.6, 0.55)
+        base.record_utility(second, step, utilities[1], 0.6, 0.6)
+        retired = base.retire_useless(step)
+    assert retired == [second] and second.status == "retired"  # two probes in a row at or below 0
+    assert third.status == "active"  # the freed place goes to the queue
+    _, outcome = add(base, BRACKETS, step=21)
+    assert outcome == "known_useless" and second.status == "retired"
+
+    distilled = base.distill_reset(30)
+    assert {e.id for e in distilled} == {0, 2} and base.active == []
+    back, outcome = add(base, PRECEDENCE, step=31)
+    assert outcome == "reactivated" and back is first and first.status == "active"
+    assert [h["status"] for h in first.history] == ["queued", "active", "distilled", "queued", "active"]
+
+
+def test_the_record_holds_every_event_and_the_latest_state(tmp_path):
+    base = kb(tmp_path, budget=1, patience=1)
+    first, _ = add(base, PRECEDENCE)
+    add(base, BRACKETS, step=2)
+    base.record_utility(first, 5, -0.02, 0.5, 0.52)
+    base.retire_useless(5)
+    log = ViewpointLog(tmp_path / "viewpoints.jsonl")
+    events = [(r["event"], r["id"], r["step"]) for r in log.records()]
+    assert events == [
+        ("created", 0, 1), ("activated", 0, 1), ("created", 1, 2),
+        ("measured", 0, 5), ("retired", 0, 5), ("activated", 1, 5),
+    ]  # fmt: skip
+    latest = latest_entries(log.records())
+    assert latest[0]["status"] == "retired" and latest[0]["utilities"][0]["utility"] == -0.02
+    assert latest[1]["source_trace"] == "2+3=5\n5*4=20\nA: 20\n" and latest[1]["written_at"] == 2
+
+    with log.path.open("a") as handle:  # a crash in the middle of a line
+        handle.write('{"event": "measu')
+    assert len(list(log.records())) == 6
+    assert log.truncate_after(2) == 4 and [r["step"] for r in log.records()] == [1, 1, 2]
+
+
+def test_state_round_trip(tmp_path):
+    base = kb(tmp_path)
+    add(base, PRECEDENCE)
+    add(base, BRACKETS)
+    add(base, "Note: recheck every product and sum.")
+    restored = KnowledgeBase(2, 0.8, 0.0, 2)
+    restored.load_state_dict(json.loads(json.dumps(base.state_dict())))
+    assert [e.text for e in restored.active] == [e.text for e in base.active]
+    assert restored.entries[2].status == "queued" and restored.order == base.order
+
+
+def test_viewpoints_command_prints_the_timeline(tmp_path, capsys):
+    base = kb(tmp_path)
+    first, _ = add(base, PRECEDENCE)
+    base.record_utility(first, 10, 0.03, 0.6, 0.57)
+    base.distill_reset(50)
+    assert viewpoints_main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 viewpoints (1 distilled)" in out and "U=+0.030" in out and "+0.03@10" in out
+    assert "compressed into the student's weights" in out and "Q: 2+3*4=?" in out
+    assert viewpoints_main([str(tmp_path / "missing")]) == 2
+    assert viewpoints_main([str(tmp_path.parent)]) == 2
+    assert "no viewpoints.jsonl" in capsys.readouterr().err
+
+
+# --- teachers -------------------------------------------------------------------------------------------------------
+
+
+def test_parse_viewpoint_reads_labelled_lines_and_rejects_noise():
+    vp = parse_viewpoint("The error is in step 2.\nCausal explanation: the student added before multiplying.", "t")
+    assert vp.kind == "causal explanation" and vp.text.startswith("Causal explanation: the student")
+    assert parse_viewpoint(" 7", "t") is None and parse_viewpoint("", "t") is None
+
+
+def test_rule_teacher_meta_learning_reweights_phrasings():
+    from socratic_exp.teachers.rule import VIEWPOINTS, RuleTeacher
+
+    teacher = RuleTeacher(min_occurrences=1)
+    phrasings = VIEWPOINTS["parentheses"][1]
+    assert teacher.phrasing_weights(phrasings) == [1.0, 1.0, 1.0]
+    best = phrasings[2]
+    scored = [ScoredViewpoint("Q", Attempt("x", 0.0, "wrong"), t, 0.06 if t == best else -0.03) for t in phrasings]
+    stats = teacher.meta_update(scored)
+    weights = teacher.phrasing_weights(phrasings)
+    assert weights.index(max(weights)) == 2 and max(weights) / sum(weights) > 0.97
+    assert stats["teacher_meta/updates"] == 3
+    question = "Q: 2*(3+4)=?\n"
+    chosen = teacher.reflect([question] * 20, [Attempt("2*3=6\n6+4=10\nA: 10\n", 0.0, "wrong")] * 20)
+    assert sum(vp.text == best for vp in chosen) >= 18
+
+
+def test_blackbox_meta_learning_shows_measured_exemplars():
+    from socratic_exp.teachers.blackbox import BlackboxTeacher
+
+    teacher = BlackboxTeacher(model="m", check_server=False, exemplars=1)
+    assert teacher.exemplar_block() == ""
+    teacher.meta_update(
+        [
+            ScoredViewpoint("Q", Attempt("x", 0.0, "wrong"), PRECEDENCE, 0.05),
+            ScoredViewpoint("Q", Attempt("x", 0.0, "wrong"), BRACKETS, 0.01),
+            ScoredViewpoint("Q", Attempt("x", 0.0, "wrong"), "Note: useless.", -0.02),
+        ]
+    )
+    block = teacher.exemplar_block()
+    assert f"- {PRECEDENCE}" in block and "- Note: useless." in block and BRACKETS not in block
+
+
+# --- on the tiny model ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(cache_dir):
+    from socratic_exp.components import build_components
+
+    cfg = compose("algorithm=grpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache_dir}")
+    c = build_components(cfg, {"algorithm": "grpo"})
+    return c, c.model.load(c.task), c.task.build()
+
+
+def fresh_student(tiny):
+    import dataclasses
+
+    from socratic_exp.models.base import frozen_copy
+
+    student = tiny[1]
+    return dataclasses.replace(student, model=frozen_copy(student.model).requires_grad_(True).train())
+
+
+def distillation_data(tiny, items: int = 32):
+    from socratic_exp.distillers.base import DistillationData
+
+    _, _, data = tiny
+    rows = data["train"].select(range(items))
+    return DistillationData(list(rows["prompt"]), list(rows["answer"]), [PRECEDENCE, BRACKETS])
+
+
+@pytest.mark.parametrize(
+    ("option", "loss"),
+    [("kl", ("distill/kl_before", "distill/kl_after")), ("dpo", ("distill/loss_before", "distill/loss_after")),
+     ("sft", ("distill/loss_before", "distill/loss_after"))],
+)  # fmt: skip
+def test_each_distiller_lowers_its_loss_and_changes_the_weights(tiny, tmp_path, option, loss):
+    import torch
+    from hydra.utils import instantiate
+
+    c, _, _ = tiny
+    student = fresh_student(tiny)
+    before = {k: v.clone() for k, v in student.model.state_dict().items()}
+    settings = {"items": 32, "steps": 6, "learning_rate": 3e-4, "batch_size": 8}
+    if option == "dpo":
+        settings["require_verified"] = False  # the weak quick student seldom gives verified pairs in 32 tries
+    distiller = instantiate(compose(f"distiller={option}").distiller, **settings)
+    metrics = distiller.distill(student, c.task, distillation_data(tiny), tmp_path, seed=0)
+    assert metrics[loss[1]] < metrics[loss[0]], metrics
+    changed = [k for k, v in student.model.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed and metrics["distill/steps"] == 6
+
+
+def test_llm_teacher_meta_learning_trains_its_own_copy(tiny):
+    import torch
+
+    from socratic_exp.teachers.llm import LLMTeacher
+
+    c, _, _ = tiny
+    student = fresh_student(tiny)
+    student_weights = {k: v.clone() for k, v in student.model.state_dict().items()}
+    teacher = LLMTeacher(meta_steps=6, meta_learning_rate=3e-4, meta_batch_size=4)
+    teacher.attach(c.task, student)
+    teacher.decouple_from_student()
+    question, trace = "Q: 2+3*4=?\n", Attempt("2+3=5\n5*4=20\nA: 20\n", 0.0, "wrong")
+    scored = [
+        ScoredViewpoint(question, trace, PRECEDENCE, 0.06),
+        ScoredViewpoint(question, trace, "Principle: check each step before the next.", 0.0),
+        ScoredViewpoint(question, trace, "Principle: add first.", -0.04),
+    ]
+    pairs = teacher.preference_pairs(scored)
+    assert len(pairs) == 3 and pairs[0]["chosen"] == " do * before + and -.\n"
+    assert pairs[0]["prompt"].endswith("A: 20\nPrinciple:")
+    metrics = teacher.meta_update(scored)
+    assert metrics["teacher_meta/loss_after"] < metrics["teacher_meta/loss_before"]
+    assert all(torch.equal(v, student_weights[k]) for k, v in student.model.state_dict().items())
+    assert teacher.meta_update([scored[0]]) == {"teacher_meta/pairs": 0.0}
+
+
+# --- end to end -----------------------------------------------------------------------------------------------------
+
+QUICK = (
+    "algorithm=socratic_rl", "debug=fast", "debug=quick_warmstart", "logger=none", "algorithm.max_steps=4",
+    "algorithm.probe_every=2", "algorithm.probe_items=16", "algorithm.distill_every=4", "distiller.items=8",
+    "distiller.steps=1", "distiller.batch_size=4", "eval.every_steps=0", "eval.max_samples=8", "eval.pass_k=0",
+    "teacher.meta_steps=1", "teacher.meta_margin=0",
+)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_every_distiller_teacher_and_meta_learning_combination_runs(run_app):
+    proc, outputs = run_app(
+        *QUICK, "-m", "distiller=kl,dpo,sft,none", "teacher=rule,llm", "algorithm.meta_learning=true,false"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(outputs.glob("multirun/*/*/*/summary.json"))
+    assert len(jobs) == 16
+    for path in jobs:
+        summary = json.loads(path.read_text())
+        assert summary["status"] == "completed" and summary["steps"] == 4, summary.get("error")
+        metrics = [json.loads(line) for line in (path.parent / "metrics.jsonl").read_text().splitlines()]
+        assert any("socratic_rl/reflections" in m for m in metrics)
+        distiller = summary["choices"]["distiller"]
+        if distiller != "none" and (path.parent / "viewpoints.jsonl").is_file():
+            assert any("distill/count" in m or "distill/skipped" in m for m in metrics)
+
+
+@pytest.mark.slow
+def test_knowledge_base_survives_kill_and_resume(tmp_path, cache_dir):
+    env = {
+        **os.environ,
+        "SOCRATIC_EXP_OUTPUTS": str(tmp_path / "outputs"),
+        "SOCRATIC_EXP_CACHE": str(cache_dir),
+        "WANDB_MODE": "offline",
+    }
+    overrides = [*QUICK, "algorithm.max_steps=8", "algorithm.save_steps=2", "algorithm.distill_every=2"]
+    command = [sys.executable, "-m", "socratic_exp", *overrides]
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(
+        (tmp_path / "outputs").glob("*/*/checkpoints/checkpoint-4/socratic_rl_state.json")
+    ):
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    [run_dir] = run_dirs(tmp_path / "outputs") or [p.parent for p in (tmp_path / "outputs").glob("*/*/summary.json")]
+    assert read_summary(run_dir)["status"] == "running"  # killed: never marked complete
+    before_resume = (run_dir / "viewpoints.jsonl").read_text().splitlines()
+
+    resumed = subprocess.run([*command, "resume=auto"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert read_summary(run_dir)["status"] == "completed"
+    lines = (run_dir / "viewpoints.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    checkpoint = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    assert checkpoint == 8
+    # nothing lost: the lines up to the step resumed from are kept verbatim; nothing duplicated: each viewpoint is
+    # created once, and the steps never go back
+    resumed_from = max(r["step"] for r in records if r["step"] <= 4)
+    kept = [line for line in before_resume if json.loads(line)["step"] <= resumed_from]
+    assert lines[: len(kept)] == kept
+    created = [r["id"] for r in records if r["event"] == "created"]
+    assert created == sorted(set(created)) == list(range(len(created)))
+    steps = [r["step"] for r in records]
+    assert steps == sorted(steps) and steps[-1] <= 8
