@@ -28,7 +28,11 @@ def test_every_group_has_options():
 
 
 # what an option needs besides the defaults to build: a mandatory (???) value, or an algorithm without a teacher
-REQUIRED_VALUES = {"blackbox": ["teacher.model=served-model"], "none": ["algorithm=grpo"]}
+REQUIRED_VALUES = {
+    "blackbox": ["teacher.model=served-model"],
+    "none": ["algorithm=grpo"],
+    **{distiller: ["algorithm=socratic_rl"] for distiller in ("kl", "dpo", "sft")},
+}
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -64,6 +68,22 @@ def test_debug_overlay_overrides_only_what_differs():
 
 
 BAD_INPUTS = [
+    (["algorithm=socratic_rl", "teacher=none"], "needs a teacher (fix: choose one"),
+    (["algorithm=socratic_rl", "task=gsm8k"], "the rule teacher reflects only on task=arithmetic"),
+    (["algorithm=socratic_rl", "algorithm.viewpoint_budget=0"], "algorithm.viewpoint_budget=0: must be >= 1"),
+    (["algorithm=socratic_rl", "algorithm.reflect_on=best"], "algorithm.reflect_on='best': expected one of"),
+    (["algorithm=socratic_rl", "algorithm.merge_similarity=1.5"], "algorithm.merge_similarity=1.5: must be <= 1"),
+    (
+        ["algorithm=socratic_rl", "teacher=llm", "teacher.model=m", "teacher.backend=vllm"],
+        "algorithm.meta_learning=True: trains the teacher's weights with DPO",
+    ),
+    (["algorithm=grpo", "distiller=kl"], "has no distillation phase"),
+    (
+        ["algorithm=socratic_rl", "distiller=kl", "distiller.num_generations=3"],
+        "distiller.batch_size=16: must be a multiple",
+    ),
+    (["algorithm=socratic_rl", "distiller=dpo", "distiller.beta=0"], "distiller.beta=0.0: must be > 0"),
+    (["algorithm=socratic_rl", "distiller=sft", "distiller.instruction_template=x"], "must contain {viewpoint}"),
     (["algorithm.max_steps=-1"], "algorithm.max_steps=-1: must be >= 1"),
     (["algorithm.num_generations=3"], "algorithm.num_generations=3: must divide the generation batch"),
     (["algorithm.num_generations=1", "algorithm.batch_size=4"], "algorithm.num_generations=1: must be >= 2"),

@@ -27,7 +27,7 @@ from socratic_exp.teachers.base import (
 )
 from socratic_exp.teachers.blackbox import FIXED_RETRY_PROMPT, BlackboxTeacher
 from socratic_exp.teachers.diagnosis import diagnose
-from socratic_exp.teachers.rule import RuleTeacher
+from socratic_exp.teachers.rule import VIEWPOINTS, RuleTeacher
 
 # (expression, student trace, error class, wrong step (1-based) or None)
 PLANTED = [
@@ -134,8 +134,8 @@ def test_rule_reflect_turns_recurring_errors_into_viewpoints(rule_teacher):
     first = rule_teacher.reflect([question, question], [wrong, right])
     assert first == [None, None]  # seen once: not yet recurring; a right trace teaches nothing
     [viewpoint] = rule_teacher.reflect([question], [wrong])
-    assert viewpoint is not None and viewpoint.kind == "principle"
-    assert "bracket" in viewpoint.text and viewpoint.source_trace == question + wrong.completion
+    assert viewpoint is not None and viewpoint.text in VIEWPOINTS["parentheses"]
+    assert viewpoint.kind in ("principle", "heuristic") and viewpoint.source_trace == question + wrong.completion
 
 
 def test_rule_teacher_on_other_tasks_passes_on_the_verifier_feedback():

@@ -31,7 +31,7 @@ from socratic_exp.teachers.base import (
     ScoredViewpoint,
     Teacher,
     Viewpoint,
-    ViewpointKind,
+    parse_viewpoint,
 )
 from socratic_exp.teachers.diagnosis import Diagnosis, diagnose
 
@@ -50,14 +50,14 @@ HINTS = {
     "format": "Hint: write one step per line as a op b=c, then A: <number>.",
 }
 # Each error class's viewpoint phrasings (the warm-started student has seen the PRINCIPLES lines before questions).
-VIEWPOINTS: dict[str, tuple[ViewpointKind, tuple[str, ...]]] = {
-    "precedence": ("principle", PRINCIPLES["precedence"]),
-    "order": ("principle", ("Principle: work + and - from left to right.",)),
-    "parentheses": ("principle", PRINCIPLES["parentheses"]),
-    "slip": ("heuristic", PRINCIPLES["slip"]),
-    "copy": ("heuristic", ("Heuristic: copy every number exactly as it is written.",)),
-    "no_answer": ("heuristic", ("Heuristic: finish with the line A: <number>.",)),
-    "format": ("heuristic", ("Heuristic: write one step per line, then A: <number>.",)),
+VIEWPOINTS: dict[str, tuple[str, ...]] = {
+    "precedence": PRINCIPLES["precedence"],
+    "order": ("Principle: work + and - from left to right.",),
+    "parentheses": PRINCIPLES["parentheses"],
+    "slip": PRINCIPLES["slip"],
+    "copy": ("Heuristic: copy every number exactly as it is written.",),
+    "no_answer": ("Heuristic: finish with the line A: <number>.",),
+    "format": ("Heuristic: write one step per line, then A: <number>.",),
 }
 VERIFIER_FEEDBACK = {
     "format": "Your answer is not in the required format: end with the final answer written as the question asks.",
@@ -148,9 +148,9 @@ class RuleTeacher(Teacher):
             if self._seen_errors[key] < self.min_occurrences:
                 viewpoints.append(None)
                 continue
-            kind, phrasings = VIEWPOINTS[key]
+            phrasings = VIEWPOINTS[key]
             text = self._rng.choices(phrasings, weights=self.phrasing_weights(phrasings))[0]
-            viewpoints.append(Viewpoint(kind, text, source_trace=question + trace.completion))
+            viewpoints.append(parse_viewpoint(text, source_trace=question + trace.completion))  # kind: its label
         return viewpoints
 
     def phrasing_weights(self, phrasings: tuple[str, ...]) -> list[float]:
@@ -170,7 +170,7 @@ class RuleTeacher(Teacher):
             entry[1] += 1
         # how peaked the choice has become: the mean, over classes with several phrasings, of the top weight
         peaks = []
-        for _, phrasings in VIEWPOINTS.values():
+        for phrasings in VIEWPOINTS.values():
             if len(phrasings) > 1:
                 weights = self.phrasing_weights(phrasings)
                 peaks.append(max(weights) / sum(weights))

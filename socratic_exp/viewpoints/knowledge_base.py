@@ -4,7 +4,8 @@ Every viewpoint the teacher writes is an ``Entry`` of the knowledge base, with i
 written, its utility history and its status:
 
 - ``active``: in V, prepended to the student's prompts;
-- ``queued``: written while V was full (``budget``); it joins V, in order, when a place frees;
+- ``queued``: written while V was full (``budget``); when a place frees, the queued viewpoint written from the most
+  traces joins V (the error the student makes most often; ties: the oldest);
 - ``retired``: its utility stayed at or below ``retire_threshold`` for ``retire_patience`` measurements in a row;
 - ``distilled``: it was in V at a distillation, which compresses V into the weights and then empties V.
 
@@ -196,15 +197,11 @@ class KnowledgeBase:
         return distilled
 
     def _fill(self, step: int) -> None:
-        """Queued viewpoints join V, oldest first, while V has room."""
+        """Queued viewpoints join V while it has room: most sources first, then the oldest."""
         room = self.budget - len(self.active)
-        for entry_id in list(self.order):
-            entry = self.entries[entry_id]
-            if room <= 0:
-                break
-            if entry.status == "queued":
-                self._set(entry, "active", step, "joined V")
-                room -= 1
+        queued = [self.entries[i] for i in self.order if self.entries[i].status == "queued"]
+        for entry in sorted(queued, key=lambda e: -e.sources)[: max(room, 0)]:  # sorted() is stable: oldest first
+            self._set(entry, "active", step, "joined V")
         self.order = [i for i in self.order if self.entries[i].status in ("active", "queued")]
 
     def _set(self, entry: Entry, status: Status, step: int, reason: str, event: str | None = None) -> None:
