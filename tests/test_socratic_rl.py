@@ -278,9 +278,9 @@ def test_llm_teacher_meta_learning_trains_its_own_copy(tiny):
 # --- end to end -----------------------------------------------------------------------------------------------------
 
 QUICK = (
-    "algorithm=socratic_rl", "debug=fast", "debug=quick_warmstart", "logger=none", "algorithm.max_steps=4",
-    "algorithm.probe_every=2", "algorithm.probe_items=16", "algorithm.distill_every=4", "eval.every_steps=0",
-    "eval.max_samples=8", "eval.pass_k=0",
+    "algorithm=socratic_rl", "debug=fast", "debug=quick_warmstart", "logger=none", "algorithm.max_steps=2",
+    "algorithm.probe_every=1", "algorithm.probe_items=8", "algorithm.distill_every=2", "eval.every_steps=0",
+    "eval.max_samples=4", "eval.pass_k=0", "algorithm.save_steps=2",
 )  # fmt: skip
 SMALL_DISTILLER = ("distiller.items=8", "distiller.steps=1", "distiller.batch_size=4")
 COMBINATIONS = ("teacher=rule,llm", "algorithm.meta_learning=true,false")
@@ -297,7 +297,7 @@ def test_every_distiller_teacher_and_meta_learning_combination_runs(run_app):
     seen = set()
     for path in jobs:
         summary = json.loads(path.read_text())
-        assert summary["status"] == "completed" and summary["steps"] == 4, summary.get("error")
+        assert summary["status"] == "completed" and summary["steps"] == 2, summary.get("error")
         choices, config = summary["choices"], summary["config"]
         seen.add((choices["distiller"], choices["teacher"], config["algorithm"]["meta_learning"]))
         metrics = [json.loads(line) for line in (path.parent / "metrics.jsonl").read_text().splitlines()]
