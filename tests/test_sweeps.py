@@ -209,7 +209,7 @@ def test_a_real_sweep_of_4_jobs_2_at_a_time_with_one_failing_resumes_and_reports
     proc, outputs = run_app("-m", *QUICK_JOB, *grid)
     assert proc.returncode == 1, proc.stderr[-3000:]
     (sweep,) = outputs.glob("multirun/*/*")
-    assert "4 jobs, 2 at a time, each in its own process with 1 CPU thread(s)" in proc.stderr
+    assert "4 jobs, 2 at a time, each in its own process with 1 CPU thread(s)" in proc.stdout  # Hydra's log
     rows = list(csv.DictReader((sweep / "sweep_summary.csv").open()))
     assert [(r["job"], r["status"]) for r in rows] == [("0", "completed"), ("1", "failed"), ("2", "completed"),
                                                         ("3", "completed")]  # fmt: skip
@@ -222,7 +222,7 @@ def test_a_real_sweep_of_4_jobs_2_at_a_time_with_one_failing_resumes_and_reports
 
     proc, _ = run_app("-m", *QUICK_JOB, *grid, f"resume={sweep}")
     assert proc.returncode == 1
-    assert proc.stderr.count("completed in an earlier launch, skipped") == 3
+    assert proc.stdout.count("completed in an earlier launch, skipped") == 3
     assert {job: (sweep / job / "summary.json").stat().st_mtime_ns for job in "023"} == before
     assert read_summary(sweep / "1")["status"] == "failed"
 
