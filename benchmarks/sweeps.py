@@ -57,8 +57,10 @@ def wall_time(overrides: list[str]) -> None:
             results[label] = sweep_seconds(root / label.replace(" ", "_").replace(",", ""), n_jobs, threads, overrides)
             print(f"{label:<26} {results[label]:7.1f} s", flush=True)
         base = results["n_jobs=1, 1 thread"]
-        print(f"speed-up of n_jobs=2 over n_jobs=1 (1 thread per job): {base / results['n_jobs=2, 1 thread each']:.2f}x;"
-              f" over n_jobs=1 with 2 threads: {results['n_jobs=1, 2 threads'] / results['n_jobs=2, 1 thread each']:.2f}x")
+        print(
+            f"speed-up of n_jobs=2 over n_jobs=1 (1 thread per job): {base / results['n_jobs=2, 1 thread each']:.2f}x;"
+            f" over n_jobs=1 with 2 threads: {results['n_jobs=1, 2 threads'] / results['n_jobs=2, 1 thread each']:.2f}x"
+        )
 
 
 def fabricate(root: Path, runs: int, steps: int = 400) -> None:

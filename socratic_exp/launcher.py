@@ -116,10 +116,10 @@ def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int) -> None:
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     """Run the jobs ``n_jobs`` at a time, each in its own process; returns Hydra's ``JobReturn`` for each."""
+    import cloudpickle
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
     from joblib import Parallel, delayed
-    import cloudpickle
 
     setup_globals()
     config = launcher.config
@@ -194,8 +194,8 @@ def _run_in_child(payload: bytes, environment: dict[str, str], start_lock: threa
 
 def child_main() -> None:
     """The job's own process: run the joblib launcher's ``execute_job`` and write its JobReturn back."""
-    from hydra_plugins.hydra_joblib_launcher._core import execute_job
     import cloudpickle
+    from hydra_plugins.hydra_joblib_launcher._core import execute_job
 
     job_file, result_file = Path(sys.argv[1]), Path(sys.argv[2])
     result = execute_job(*cloudpickle.loads(job_file.read_bytes()))

@@ -109,11 +109,7 @@ def swept_keys(runs: Sequence[Run]) -> list[str]:
     keys: dict[str, None] = {}
     for run in runs:
         keys.update(dict.fromkeys(run.overrides))
-    return [
-        key
-        for key in keys
-        if key not in SKIPPED_KEYS and len({run.overrides.get(key) for run in runs}) > 1
-    ]
+    return [key for key in keys if key not in SKIPPED_KEYS and len({run.overrides.get(key) for run in runs}) > 1]
 
 
 def variant_of(run: Run, keys: Sequence[str]) -> str:
@@ -341,7 +337,7 @@ def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     """``sweep_summary.csv`` and ``sweep_summary.md`` in ``sweep_dir``: every job's status, overrides, objective,
     final evaluation metrics, wall time and error. Returns the rows."""
     runs = [run for run in find_runs([sweep_dir]) if run.path.parent == sweep_dir.resolve()]
-    differing = [key for key in swept_keys(runs) + ["seed"] if len({run.overrides.get(key) for run in runs}) > 1]
+    differing = [key for key in [*swept_keys(runs), "seed"] if len({run.overrides.get(key) for run in runs}) > 1]
     finals: dict[str, None] = {}
     for run in runs:
         finals.update(dict.fromkeys(k for k in run.summary.get("final") or {} if k.count("/") == 1))
@@ -411,8 +407,12 @@ def wandb_report(
         for metric in curves
     ]
     panels.append(
-        wr.BarPlot(title="final metrics (mean, stderr)", metrics=final_metrics, groupby_aggfunc="mean",
-                   groupby_rangefunc="stderr")  # fmt: skip
+        wr.BarPlot(
+            title="final metrics (mean, stderr)",
+            metrics=final_metrics,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stderr",
+        )
     )
     panels.append(wr.RunComparer(diff_only="split"))
     sweeps = ", ".join(_groups_and_launches(runs))
@@ -423,8 +423,10 @@ def wandb_report(
         description=f"{len(runs)} runs, variants by {', '.join(report.keys) or 'nothing'} (socratic_exp.report)",
         blocks=[
             wr.H1(text=f"Sweep {sweeps}"),
-            wr.P(text=f"Variants by {', '.join(report.keys) or 'nothing'}; lines and bars: mean over seeds, band "
-                      "and bars: standard error."),  # fmt: skip
+            wr.P(
+                text=f"Variants by {', '.join(report.keys) or 'nothing'}; lines and bars: mean over seeds, band "
+                "and bars: standard error."
+            ),
             wr.PanelGrid(runsets=runsets, panels=panels),
             wr.H2(text="Local comparison (mean +- std)"),
             wr.MarkdownBlock(text=report.markdown),

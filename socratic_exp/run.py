@@ -120,8 +120,10 @@ def _check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> Non
     if multirun:  # resume names the sweep folder; each job continues in its own job folder
         if run_dir.parent.resolve() != Path(str(resume)).resolve():
             raise ConfigError(
-                "resume", resume, "is not a sweep folder (no multirun.yaml)", "pass an outputs/multirun/<date>/<time> "
-                "folder or resume=auto"
+                "resume",
+                resume,
+                "is not a sweep folder (no multirun.yaml)",
+                "pass an outputs/multirun/<date>/<time> folder or resume=auto",
             )
         return
     if not Path(str(resume)).is_dir():
@@ -204,7 +206,9 @@ class Experiment:
             info = self._run_info(name)
             run_id = c.logger.start(info)
             sweep = info.config.get("sweep") or {}
-            self.record.update(wandb_run_id=run_id, run_name=name, run_group=info.group, sweep_launch=sweep.get("launch"))
+            self.record.update(
+                wandb_run_id=run_id, run_name=name, run_group=info.group, sweep_launch=sweep.get("launch")
+            )
         try:
             c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
             splits = c.task.build()

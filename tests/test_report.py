@@ -88,8 +88,18 @@ def test_mean_curve_averages_runs_at_shared_steps():
 
 def test_cli_prints_the_table_and_takes_explicit_variant_keys(sweep, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp.report", str(sweep), "--by", "seed", "--metrics", "eval/greedy_acc",
-         "--out", str(tmp_path / "by_seed")],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "socratic_exp.report",
+            str(sweep),
+            "--by",
+            "seed",
+            "--metrics",
+            "eval/greedy_acc",
+            "--out",
+            str(tmp_path / "by_seed"),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -107,7 +117,16 @@ def test_cli_without_runs_fails_with_one_line(tmp_path):
 
 def test_wandb_offline_says_so_and_still_writes_the_local_report(sweep, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp.report", str(sweep), "--wandb", "me/socratic", "--out", str(tmp_path / "o")],
+        [
+            sys.executable,
+            "-m",
+            "socratic_exp.report",
+            str(sweep),
+            "--wandb",
+            "me/socratic",
+            "--out",
+            str(tmp_path / "o"),
+        ],
         capture_output=True,
         text=True,
         env={**__import__("os").environ, "WANDB_MODE": "offline"},

@@ -12,7 +12,6 @@ import statistics
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import yaml
@@ -116,7 +115,7 @@ def test_each_job_gets_its_own_process_and_a_dead_one_is_marked_failed(tmp_path)
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    jobs = dict(re.findall(r"job (\d) pid (\d+) threads 3 gpus [46]\b", proc.stdout))
+    jobs = dict(re.findall(r"job (\d) pid (\d+) threads 3 gpus [46]", proc.stdout))
     assert sorted(jobs) == ["0", "1", "2"] and len(set(jobs.values())) == 3, proc.stdout
     assert str(os.getpid()) not in jobs.values()
     dead = read_summary(tmp_path / "s" / "1")
@@ -137,8 +136,17 @@ def test_slurm_launcher_config_composes_and_submitit_runs_the_app(tmp_path):
     assert config["max_num_timeout"] == 3 and config["tasks_per_node"] == 1
     # the same plugin's local executor: each job pickled, run by submitit in a process of its own
     proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp", "-m", "seed=0,1", "dry_run=true", "logger=none",
-         "hydra/launcher=submitit_local", f"hydra.sweep.dir={tmp_path}/s"],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "socratic_exp",
+            "-m",
+            "seed=0,1",
+            "dry_run=true",
+            "logger=none",
+            "hydra/launcher=submitit_local",
+            f"hydra.sweep.dir={tmp_path}/s",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -166,8 +174,17 @@ def test_all_ranks_of_a_distributed_launch_share_one_run_folder(tmp_path):
     """torchrun is what ``accelerate launch`` runs for a multi-GPU profile: the same rank variables."""
     outputs = tmp_path / "outputs"
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "socratic_exp",
-         "dry_run=true", "logger=none"],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "socratic_exp",
+            "dry_run=true",
+            "logger=none",
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
