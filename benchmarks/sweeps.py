@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -34,15 +35,22 @@ JOB = [
 ]
 
 
-def sweep_seconds(outputs: Path, n_jobs: int, threads: int, overrides: list[str]) -> float:
+def sweep_seconds(outputs: Path, n_jobs: int, threads: int, overrides: list[str]) -> tuple[float, float]:
+    """The sweep's wall time and the CPU time of all its processes (the launcher and every job)."""
     env = {**os.environ, "SOCRATIC_EXP_OUTPUTS": str(outputs), "OMP_NUM_THREADS": str(threads)}
     command = [sys.executable, "-m", "socratic_exp", "-m", *JOB, "seed=0,1,2,3", f"hydra.launcher.n_jobs={n_jobs}"]
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     proc = subprocess.run([*command, *overrides], env=env, capture_output=True, text=True, cwd=ROOT)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"sweep failed:\n{proc.stderr[-3000:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu_before
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # every finished descendant that was waited for
+    return usage.ru_utime + usage.ru_stime
 
 
 def wall_time(overrides: list[str]) -> None:
@@ -51,16 +59,16 @@ def wall_time(overrides: list[str]) -> None:
         warm = [sys.executable, "-m", "socratic_exp", *JOB, "algorithm.max_steps=1", "eval.max_samples=8"]
         subprocess.run(warm, env={**os.environ, "SOCRATIC_EXP_OUTPUTS": str(root / "warm")}, capture_output=True,
                        check=True, cwd=ROOT)  # fmt: skip
-        results = {}
+        walls = {}
         for label, n_jobs, threads in (("n_jobs=1, 1 thread", 1, 1), ("n_jobs=2, 1 thread each", 2, 1),
                                        ("n_jobs=1, 2 threads", 1, 2)):  # fmt: skip
-            results[label] = sweep_seconds(root / label.replace(" ", "_").replace(",", ""), n_jobs, threads, overrides)
-            print(f"{label:<26} {results[label]:7.1f} s", flush=True)
-        base = results["n_jobs=1, 1 thread"]
-        print(
-            f"speed-up of n_jobs=2 over n_jobs=1 (1 thread per job): {base / results['n_jobs=2, 1 thread each']:.2f}x;"
-            f" over n_jobs=1 with 2 threads: {results['n_jobs=1, 2 threads'] / results['n_jobs=2, 1 thread each']:.2f}x"
-        )
+            wall, cpu = sweep_seconds(root / label.replace(" ", "_").replace(",", ""), n_jobs, threads, overrides)
+            walls[label] = wall
+            print(f"{label:<26} wall {wall:6.1f} s, CPU {cpu:6.1f} s (load average {os.getloadavg()[0]:.1f})",
+                  flush=True)  # fmt: skip
+        parallel = walls["n_jobs=2, 1 thread each"]
+        print(f"speed-up of n_jobs=2: {walls['n_jobs=1, 1 thread'] / parallel:.2f}x over n_jobs=1 with 1 thread, "
+              f"{walls['n_jobs=1, 2 threads'] / parallel:.2f}x over n_jobs=1 with 2 threads")  # fmt: skip
 
 
 def fabricate(root: Path, runs: int, steps: int = 400) -> None:
