@@ -104,6 +104,8 @@ def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int) -> None:
     """Record a job whose process ended without reporting (killed, out of memory, crashed) as failed."""
     summary_file = job_dir / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {"overrides": list(overrides)}
+    if summary.get("status") == "completed":  # it finished its work, then died on the way out: the run stands
+        return
     reason = f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
     summary.update(
         status="failed",
@@ -126,7 +128,11 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    check_sweep_folder(sweep_dir, job_overrides, initial_job_idx)
+    try:
+        check_sweep_folder(sweep_dir, job_overrides, initial_job_idx)
+    except SweepFolderConflict as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
 
     slots = gpu_slots(visible_gpus(), launcher.gpus_per_job)
     n_jobs = launcher.n_jobs or max(1, len(slots))
@@ -217,4 +223,4 @@ def _job_return(job_return: Any, job_status: Any, overrides: Sequence[str], job_
 
 def _status_of(job_dir: Path) -> str:
     summary_file = job_dir / "summary.json"
-    return json.loads(summary_file.read_text()).get("status", "?") if summary_file.is_file() else "no summary"
+    return json.loads(summary_file.read_text()).get("status", "?") if summary_file.is_file() else "ended (no summary)"

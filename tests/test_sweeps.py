@@ -121,6 +121,18 @@ def test_each_job_gets_its_own_process_and_a_dead_one_is_marked_failed(tmp_path)
     dead = read_summary(tmp_path / "s" / "1")
     assert dead["status"] == "failed" and "exit code 9" in dead["error"]["message"]
     assert not (tmp_path / "s" / "0" / "summary.json").exists()
+    # another grid into the same folder: refused in one line, nothing run
+    other = subprocess.run(
+        [sys.executable, "toy_app.py", "-m", "+job=5,6", "hydra/launcher=local", f"hydra.sweep.dir={tmp_path}/s"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert other.returncode == 2 and "job 5" not in other.stdout
+    assert other.stderr.strip().startswith("error: ") and "/s/0 was launched with +job=0" in other.stderr
+    assert other.stderr.strip().count("\n") == 0
 
 
 def test_slurm_launcher_config_composes_and_submitit_runs_the_app(tmp_path):
