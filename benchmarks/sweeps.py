@@ -1,7 +1,7 @@
 """Sweeps and reports: a sweep's wall time with jobs in parallel vs one after another, and the report's time.
 
     python benchmarks/sweeps.py wall-time [--also-2-threads] [overrides]   # 4 jobs (seed=0..3): n_jobs=2 vs 1
-    python benchmarks/sweeps.py report-time [runs]      # socratic_exp.report on fabricated run folders (default 100)
+    python benchmarks/sweeps.py report-time [runs] [steps]   # socratic_exp.report on fabricated runs (100, 400 steps)
 
 ``wall-time`` runs the same 4-job sweep with ``hydra.launcher.n_jobs=1`` (one job at a time, 1 thread) and
 ``n_jobs=2`` (two at a time, 1 thread each; ``--also-2-threads``: then one at a time with 2 threads), in fresh output
@@ -109,10 +109,10 @@ def fabricate(root: Path, runs: int, steps: int = 400) -> None:
         (folder / "summary.json").write_text(json.dumps(summary))
 
 
-def report_time(runs: int) -> None:
+def report_time(runs: int, steps: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         sweep = Path(folder) / "sweep"
-        fabricate(sweep, runs)
+        fabricate(sweep, runs, steps)
         lines = sum(1 for _ in (sweep / "0" / "metrics.jsonl").open())
         started = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "socratic_exp.report", str(sweep)], capture_output=True,
@@ -130,6 +130,6 @@ if __name__ == "__main__":
     if command == "wall-time":
         wall_time(arguments)
     elif command == "report-time":
-        report_time(int(arguments[0]) if arguments else 100)
+        report_time(int(arguments[0]) if arguments else 100, int(arguments[1]) if len(arguments) > 1 else 400)
     else:
         sys.exit(__doc__.split("\n\n")[1])
