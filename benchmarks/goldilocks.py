@@ -101,9 +101,9 @@ def overhead(overrides: list[str]) -> None:
 def _jobs(sweep_dirs: list[Path]) -> list[dict[str, Any]]:
     jobs = []
     for run in find_runs(sweep_dirs):
-        summary, records = run.summary, run.records
         if run.status != "completed":
             continue
+        summary, records = run.summary, run.records
         train = [r for r in records if "sampler/rollouts" in r]
         per_step = train[-1]["sampler/rollouts"] / train[-1]["step"]
         jobs.append(

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from socratic_exp.hydra_support import comparable_overrides
-from socratic_exp.run_folder import write_json_atomic
+from socratic_exp.run_folder import redact_overrides, write_json_atomic
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
@@ -74,12 +74,13 @@ def threads_per_job(n_jobs: int, requested: int | None) -> int:
 
 
 def completed_run(job_dir: Path, overrides: Sequence[str]) -> dict[str, Any] | None:
-    """The summary of a completed run in ``job_dir`` launched with ``overrides`` (``resume`` aside), else None."""
+    """The summary of a completed run in ``job_dir`` launched with ``overrides`` (``resume`` aside; secrets are
+    compared redacted, as the summary keeps them), else None."""
     summary_file = job_dir / "summary.json"
     if not summary_file.is_file():
         return None
     summary = json.loads(summary_file.read_text())
-    same = comparable_overrides(summary.get("overrides", [])) == comparable_overrides(list(overrides))
+    same = comparable_overrides(summary.get("overrides", [])) == comparable_overrides(redact_overrides(list(overrides)))
     return summary if same and summary.get("status") == "completed" else None
 
 
@@ -92,10 +93,11 @@ def check_sweep_folder(sweep_dir: Path, jobs: Sequence[Sequence[str]], first_ind
         if not earlier.is_file():
             continue
         before = comparable_overrides([str(o) for o in OmegaConf.load(earlier)])
-        if before != comparable_overrides(list(overrides)):
+        wanted = comparable_overrides(redact_overrides(list(overrides)))  # Hydra's copy has secrets redacted
+        if before != wanted:
             raise SweepFolderConflict(
                 f"{sweep_dir}/{index} was launched with {' '.join(before) or '(no overrides)'}, this sweep's job "
-                f"{index} is {' '.join(comparable_overrides(list(overrides)))} (fix: re-run the same grid to resume "
+                f"{index} is {' '.join(wanted)} (fix: re-run the same grid to resume "
                 "it, or start a new sweep folder)"
             )
 
