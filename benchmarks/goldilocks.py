@@ -13,8 +13,6 @@ one-off question features (one forward pass over the training prompts at the sta
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
 import sys
 import tempfile
@@ -26,6 +24,7 @@ from typing import Any
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
+from socratic_exp.report import find_runs, format_mean_std
 
 WARMUP_STEPS = 2  # the first steps pay one-off costs (the predictor's first Adam step imports torch internals)
 ON_THREAD = ("selection_s", "feedback_s", "wait_s")
@@ -101,11 +100,10 @@ def overhead(overrides: list[str]) -> None:
 
 def _jobs(sweep_dirs: list[Path]) -> list[dict[str, Any]]:
     jobs = []
-    for summary_file in sorted(f for sweep_dir in sweep_dirs for f in sweep_dir.glob("*/summary.json")):
-        summary = json.loads(summary_file.read_text())
-        if summary.get("status") != "completed":
+    for run in find_runs(sweep_dirs):
+        if run.status != "completed":
             continue
-        records = [json.loads(line) for line in (summary_file.parent / "metrics.jsonl").read_text().splitlines()]
+        summary, records = run.summary, run.records
         train = [r for r in records if "sampler/rollouts" in r]
         per_step = train[-1]["sampler/rollouts"] / train[-1]["step"]
         jobs.append(
@@ -147,10 +145,6 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     for job in jobs:
         groups[job["key"]].append(job)
 
-    def cell(values: list[float], signed: bool = False) -> str:
-        std = statistics.stdev(values) if len(values) > 1 else math.nan
-        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f}"
-
     objective = jobs[0]["objective"]
     difficulties = sorted(k for k in jobs[0]["final"] if k.startswith(f"{objective}/d"))
     measures = ["zero-var share", "utility", "grad norm", "rollouts"]
@@ -159,12 +153,12 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     print(f"{'algorithm':<12}{'sampler':<12}{'n':>3}" + "".join(f"{c:>18}" for c in columns))
     for (algorithm, sampler), members in sorted(groups.items()):
         cells = [
-            cell([j["final"][objective] for j in members]),
-            cell([j["final"][objective] - j["initial"][objective] for j in members], signed=True),
-            *[cell([j["final"][d] for j in members]) for d in difficulties],
-            cell([statistics.mean(v for _, v in j["zero_variance"]) for j in members]),
-            cell([statistics.mean(j["utility"]) for j in members]),
-            cell([statistics.mean(j["grad_norm"]) for j in members]),
+            format_mean_std([j["final"][objective] for j in members]),
+            format_mean_std([j["final"][objective] - j["initial"][objective] for j in members], signed=True),
+            *[format_mean_std([j["final"][d] for j in members]) for d in difficulties],
+            format_mean_std([statistics.mean(v for _, v in j["zero_variance"]) for j in members]),
+            format_mean_std([statistics.mean(j["utility"]) for j in members]),
+            format_mean_std([statistics.mean(j["grad_norm"]) for j in members]),
             f"{statistics.mean(j['rollouts'] for j in members):.0f}",
         ]
         print(f"{algorithm:<12}{sampler:<12}{len(members):>3}" + "".join(f"{c:>18}" for c in cells))

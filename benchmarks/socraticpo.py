@@ -12,8 +12,6 @@ rollout that regenerated every sample at every round would take.
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
 import sys
 import tempfile
@@ -25,6 +23,7 @@ from paired_trainers import build_trainers
 
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
+from socratic_exp.report import find_runs, format_mean_std, mean_curve
 
 REPEATS, WARMUP = 12, 1
 VARIANTS = ("full", "without_tg", "without_rd")
@@ -127,9 +126,9 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     finals: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     curves: dict[tuple[str, str], list[list[dict]]] = defaultdict(list)
     max_attempts: dict[tuple[str, str], int] = {}
-    for summary_file in sorted(f for sweep_dir in sweep_dirs for f in sweep_dir.glob("*/summary.json")):
-        summary = json.loads(summary_file.read_text())
-        if summary.get("status") != "completed":
+    for run in find_runs(sweep_dirs):
+        summary = run.summary
+        if run.status != "completed":
             continue
         key = (variant_of(summary["config"]), summary["choices"]["teacher"])
         max_attempts[key] = summary["config"]["algorithm"]["max_attempts"]
@@ -138,16 +137,9 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
         finals[key]["gain"].append(final["eval/greedy_acc"] - initial["eval/greedy_acc"])
         if "eval/assisted_acc" in final:
             finals[key]["assisted"].append(final["eval/assisted_acc"])
-        records = summary_file.with_name("metrics.jsonl").read_text().splitlines()
-        curves[key].append([json.loads(line) for line in records])
+        curves[key].append(run.records)
     if not finals:
         sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
-
-    def cell(values: list[float], signed: bool = False) -> str:
-        if not values:
-            return "-"
-        std = statistics.stdev(values) if len(values) > 1 else math.nan
-        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f}"
 
     teachers = sorted({teacher for _, teacher in finals})
     print("held-out accuracy after training, mean +- std over seeds (n = seeds)")
@@ -157,8 +149,8 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
             values = finals.get((variant, teacher))
             if values:
                 print(
-                    f"{variant:<12}{teacher:<9}{len(values['unassisted']):>3}{cell(values['unassisted']):>18}"
-                    f"{cell(values['gain'], signed=True):>18}{cell(values['assisted']):>18}"
+                    f"{variant:<12}{teacher:<9}{len(values['unassisted']):>3}{format_mean_std(values['unassisted']):>18}"
+                    f"{format_mean_std(values['gain'], signed=True):>18}{format_mean_std(values['assisted']):>18}"
                 )
     figure, panels = plt.subplots(2, len(teachers), figsize=(6 * len(teachers), 8), squeeze=False)
     for column, teacher in enumerate(teachers):
@@ -168,11 +160,11 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
                 continue
             guided = f"socraticpo/guided_acc/step{max_attempts[(variant, teacher)]}"
             for metric, style in (("socraticpo/unassisted_acc", "-"), (guided, "--")):
-                steps, means = mean_curve(runs, metric, window=4)
+                steps, means, _ = mean_curve(runs, metric, window=4)
                 label = f"{variant}: {'unassisted' if style == '-' else 'guided'}"
                 panels[0][column].plot(steps, means, style, color=color, label=label)
             for metric, style in (("eval/greedy_acc", "-"), ("eval/assisted_acc", "--")):
-                steps, means = mean_curve(runs, metric, window=1)
+                steps, means, _ = mean_curve(runs, metric, window=1)
                 panels[1][column].plot(steps, means, style, marker="o", color=color, label=f"{variant}: {metric}")
         panels[0][column].set_title(f"teacher={teacher}: training rollouts (seed mean, last 4 logs)")
         panels[0][column].set_ylabel("accuracy")
@@ -185,20 +177,6 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     plot = sweep_dirs[0] / "socraticpo_ablation.png"
     figure.savefig(plot, dpi=110)
     print(f"plot: {plot}")
-
-
-def mean_curve(runs: list[list[dict]], metric: str, window: int) -> tuple[list[int], list[float]]:
-    """The metric's mean over runs at each step where every run logged it, then a moving average over the last
-    ``window`` of those steps."""
-    by_step: dict[int, list[float]] = defaultdict(list)
-    for records in runs:
-        for record in records:
-            if metric in record:
-                by_step[record["step"]].append(record[metric])
-    steps = sorted(step for step, values in by_step.items() if len(values) == len(runs))
-    means = [statistics.mean(by_step[step]) for step in steps]
-    smoothed = [statistics.mean(means[max(0, i - window + 1) : i + 1]) for i in range(len(means))]
-    return steps, smoothed
 
 
 if __name__ == "__main__":

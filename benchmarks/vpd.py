@@ -31,6 +31,7 @@ from paired_trainers import build_trainer
 
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
+from socratic_exp.report import find_runs, format_mean_std, mean_curve
 
 REPEATS, WARMUP = 10, 1
 CONFIGS = {  # name -> overrides (the shared ones come from the command line); VPD's M-step is sdpo_official's
@@ -244,12 +245,12 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     curves: dict[str, list[list[dict]]] = defaultdict(list)
     wall: dict[str, list[float]] = defaultdict(list)
-    for summary_file in sorted(f for d in sweep_dirs for f in d.glob("*/summary.json")):
-        summary = json.loads(summary_file.read_text())
-        if summary.get("status") != "completed":
+    for run in find_runs(sweep_dirs):
+        summary = run.summary
+        if run.status != "completed":
             continue
         arm = arm_of(summary["config"], summary["choices"])
-        records = [json.loads(line) for line in summary_file.with_name("metrics.jsonl").read_text().splitlines()]
+        records = run.records
         evals = [r["eval/greedy_acc"] for r in records if "eval/greedy_acc" in r]
         final, initial = summary["final"]["eval/greedy_acc"], summary["initial"]["eval/greedy_acc"]
         finals[arm]["final"].append(final)
@@ -269,20 +270,15 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     if not finals:
         sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
 
-    def cell(values: list[float], signed: bool = False) -> str:
-        if not values:
-            return "-"
-        std = statistics.stdev(values) if len(values) > 1 else math.nan
-        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f}"
-
     arms = sorted(finals, key=lambda a: (a != "grpo", a))
     print("held-out greedy accuracy, mean +- std over seeds (n = seeds); drop = best evaluation - final")
     print(f"{'arm':<26}{'n':>3}{'final':>17}{'gain':>17}{'best':>17}{'drop':>17}{'wall s':>9}")
     for arm in arms:
         v = finals[arm]
         print(
-            f"{arm:<26}{len(v['final']):>3}{cell(v['final']):>17}{cell(v['gain'], True):>17}{cell(v['best']):>17}"
-            f"{cell(v['drop']):>17}{statistics.mean(wall[arm]):>9.0f}"
+            f"{arm:<26}{len(v['final']):>3}{format_mean_std(v['final']):>17}"
+            f"{format_mean_std(v['gain'], True):>17}{format_mean_std(v['best']):>17}"
+            f"{format_mean_std(v['drop']):>17}{statistics.mean(wall[arm]):>9.0f}"
         )
     print("\nteacher telemetry (mean of the last 3 logs): KL(student || teacher), teacher entropy, reward margin, "
           "usable feedback share")  # fmt: skip
@@ -290,15 +286,15 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
         v = finals[arm]
         if v.get("teacher_student_kl"):
             print(
-                f"{arm:<26}{cell(v['teacher_student_kl']):>17}{cell(v['teacher_entropy']):>17}"
-                f"{cell(v['reward_margin'], True):>17}{cell(v['usable_feedback_share']):>17}"
+                f"{arm:<26}{format_mean_std(v['teacher_student_kl']):>17}{format_mean_std(v['teacher_entropy']):>17}"
+                f"{format_mean_std(v['reward_margin'], True):>17}{format_mean_std(v['usable_feedback_share']):>17}"
             )
     print("\nE-steps (mean over the logged E-steps): beta, KL(q* || prior), the teacher's support KL before and after, "
           "backtracks, rejected share")  # fmt: skip
     for arm in arms:
         v = finals[arm]
         if v.get("vpd/beta"):
-            print(f"{arm:<26}" + "".join(f"{cell(v[f'vpd/{key}']):>17}" for key in (
+            print(f"{arm:<26}" + "".join(f"{format_mean_std(v[f'vpd/{key}']):>17}" for key in (
                 "beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"
             )))  # fmt: skip
     panels = [
@@ -310,7 +306,7 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     figure, axes = plt.subplots(2, 2, figsize=(13, 8))
     for (metric, title, window), ax in zip(panels, axes.flat, strict=True):
         for index, arm in enumerate(arms):
-            steps, means = mean_curve(curves[arm], metric, window)
+            steps, means, _ = mean_curve(curves[arm], metric, window)
             if steps:
                 ax.plot(steps, means, marker="o" if window == 1 else None, color=f"C{index}", label=arm)
         ax.set_title(title)
@@ -320,18 +316,6 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
     plot = sweep_dirs[0] / "vpd_ablation.png"
     figure.savefig(plot, dpi=110)
     print(f"plot: {plot}")
-
-
-def mean_curve(runs: list[list[dict]], metric: str, window: int) -> tuple[list[int], list[float]]:
-    """The metric's mean over runs at each step where every run logged it, then a trailing moving average."""
-    by_step: dict[int, list[float]] = defaultdict(list)
-    for records in runs:
-        for record in records:
-            if record.get(metric) is not None:
-                by_step[record["step"]].append(record[metric])
-    steps = sorted(step for step, values in by_step.items() if len(values) == len(runs))
-    means = [statistics.mean(by_step[step]) for step in steps]
-    return steps, [statistics.mean(means[max(0, i - window + 1) : i + 1]) for i in range(len(means))]
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 RESUME_KEY = "resume"
+RUN_DIR_ENV = "SOCRATIC_EXP_RUN_DIR"  # pins the run folder (every rank of a multi-node launch)
+HANDOFF_TIMEOUT_S = 120.0
+HANDOFF_SLACK_S = 30.0  # ranks start within seconds of each other; an older hand-off file is from another launch
+PROCESS_START = time.time()
 
 
 def config_dir() -> Path:
@@ -51,13 +58,20 @@ def compose(*overrides: str) -> DictConfig:
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_run_dir"):
         OmegaConf.register_new_resolver("sx_run_dir", _run_dir)
+    if not OmegaConf.has_resolver("sx_sweep_dir"):
+        # cached: a sweep's jobs re-compose their config and must get the folder their launch resolved
+        OmegaConf.register_new_resolver("sx_sweep_dir", _sweep_dir, use_cache=True)
+    if not OmegaConf.has_resolver("sx_output_subdir"):
+        OmegaConf.register_new_resolver("sx_output_subdir", _output_subdir)
 
 
 def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
-    """The run folder: ``fresh`` unless resuming (``resume=auto`` or ``resume=<run folder>``).
+    """The run folder: ``fresh`` unless resuming (``resume=auto`` or ``resume=<run folder>``); under ``accelerate
+    launch`` every rank's (see ``shared_run_dir``).
 
     A missing folder is not an error here (Hydra would print a traceback): the run itself reports it.
     """
+    fresh = shared_run_dir(fresh)
     if resume in (None, "", False):
         return fresh
     if str(resume) != "auto":
@@ -65,6 +79,59 @@ def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
     overrides = list(OmegaConf.select(_root_, "hydra.overrides.task", default=[]) or [])
     found = find_interrupted_run(Path(fresh).parent.parent, overrides)
     return str(found) if found else fresh
+
+
+def shared_run_dir(fresh: str) -> str:
+    """One run folder for all the processes of a distributed launch (``accelerate launch``, ``torchrun``), whose
+    ranks would otherwise each pick their own time-stamped folder.
+
+    ``$SOCRATIC_EXP_RUN_DIR`` names it where set (multi-node: set it in the job script, on a shared file system).
+    Otherwise, with ``WORLD_SIZE`` > 1, local rank 0 publishes its folder in a hand-off file that the other ranks
+    of its node read: the file is keyed by the launcher process (the ranks' common parent) and ``MASTER_PORT``, and
+    a file older than this process is a stale one from an earlier launch.
+    """
+    pinned = os.environ.get(RUN_DIR_ENV)
+    if pinned:
+        return pinned
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return fresh
+    handoff = Path(tempfile.gettempdir()) / f"socratic_exp-run-dir-{os.getppid()}-{os.environ.get('MASTER_PORT', '')}"
+    if int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) == 0:
+        partial = handoff.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(fresh)
+        os.replace(partial, handoff)
+        return fresh
+    deadline = time.monotonic() + HANDOFF_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if handoff.is_file() and handoff.stat().st_mtime >= PROCESS_START - HANDOFF_SLACK_S:
+            return handoff.read_text()
+        time.sleep(0.05)
+    raise RuntimeError(
+        f"rank {os.environ.get('RANK')} waited {HANDOFF_TIMEOUT_S} s for local rank 0's run folder in {handoff}; "
+        f"set {RUN_DIR_ENV}=<folder> for every rank"
+    )
+
+
+def _output_subdir(subdir: str) -> str | None:
+    """Only rank 0 writes Hydra's ``.hydra/`` files (rank 0 removes secrets from them; another rank writing them
+    afterwards would put them back)."""
+    return subdir if int(os.environ.get("RANK", "0")) == 0 else None
+
+
+def _sweep_dir(resume: Any, fresh: str) -> str:
+    """The sweep folder: ``fresh`` unless resuming a sweep: ``resume=<sweep folder>``, or ``resume=auto`` for the
+    newest sweep folder launched with the same overrides (those of this command line). Its completed jobs are then
+    skipped. Resolved once, by the launching process: the jobs get the value from the resolver cache."""
+    if resume in (None, "", False):
+        return fresh
+    if str(resume) != "auto":
+        return str(resume) if (Path(str(resume)) / "multirun.yaml").is_file() else fresh
+    wanted = comparable_overrides([a for a in sys.argv[1:] if not a.startswith(("-", "hydra.", "hydra/"))])
+    for multirun_file in sorted(Path(fresh).parent.parent.glob("*/*/multirun.yaml"), reverse=True):
+        earlier = OmegaConf.select(OmegaConf.load(multirun_file), "hydra.overrides.task", default=[]) or []
+        if comparable_overrides(list(earlier)) == wanted:
+            return str(multirun_file.parent)
+    return fresh
 
 
 def comparable_overrides(overrides: list[str]) -> list[str]:
@@ -88,10 +155,15 @@ def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | Non
 
 
 class SweepStatus(Callback):
-    """At the end of a ``-m`` sweep: a table of every job's status and objective; exit 1 if any job failed."""
+    """At the end of a ``-m`` sweep: ``sweep_summary.csv`` / ``.md`` and a table of every job's status and
+    objective; exit 1 if any job failed."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from socratic_exp.report import write_sweep_summary
+
         sweep_dir = Path(config.hydra.sweep.dir)
+        if write_sweep_summary(sweep_dir):
+            print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} and .csv", file=sys.stderr)
         rows = []
         for summary_file in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: _job_order(p.parent.name)):
             summary = json.loads(summary_file.read_text())

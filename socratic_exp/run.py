@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from socratic_exp.components import GROUPS, Components, build_components
 from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.loggers.base import Logger, RunInfo
-from socratic_exp.run_folder import MetricsFile, RunRecord, redact, scrub_hydra_files
+from socratic_exp.run_folder import MetricsFile, RunRecord, redact, redact_overrides, scrub_hydra_files
 from socratic_exp.teachers.base import Teacher
 from socratic_exp.teachers.none import NoTeacher
 
@@ -73,7 +73,7 @@ def run_job(cfg: DictConfig) -> float | None:
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
         components = build_components(cfg, choices)
-        _check_resume(cfg, run_dir)
+        _check_resume(cfg, run_dir, multirun)
         if cfg.dry_run:
             print(f"config OK: {' '.join(f'{g}={c}' for g, c in choices.items())}")
             return None
@@ -113,9 +113,18 @@ def _fail(
         print(f"error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})", file=sys.stderr)
 
 
-def _check_resume(cfg: DictConfig, run_dir: Path) -> None:
+def _check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None:
     resume = cfg.get("resume")
     if resume in (None, "auto"):
+        return
+    if multirun:  # resume names the sweep folder; each job continues in its own job folder
+        if run_dir.parent.resolve() != Path(str(resume)).resolve():
+            raise ConfigError(
+                "resume",
+                resume,
+                "is not a sweep folder (no multirun.yaml)",
+                "pass an outputs/multirun/<date>/<time> folder or resume=auto",
+            )
         return
     if not Path(str(resume)).is_dir():
         raise ConfigError(
@@ -194,8 +203,12 @@ class Experiment:
         name = run_name(c.choices, self.overrides)
         sink = MetricsSink(metrics_file, c.logger if self.is_main else Logger())
         if self.is_main:
-            run_id = c.logger.start(self._run_info(name))
-            self.record.update(wandb_run_id=run_id, run_name=name)
+            info = self._run_info(name)
+            run_id = c.logger.start(info)
+            sweep = info.config.get("sweep") or {}
+            self.record.update(
+                wandb_run_id=run_id, run_name=name, run_group=info.group, sweep_launch=sweep.get("launch")
+            )
         try:
             c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
             splits = c.task.build()
@@ -277,17 +290,29 @@ class Experiment:
             c.teacher.close()
 
     def _run_info(self, name: str) -> RunInfo:
+        """In a sweep, the W&B group is the sweep's name (``+sweep=<name>``, else its folder's date/time) and the
+        config's ``sweep`` block names the launch and the job's overrides, for reports to filter and group by."""
         group = None
+        config = redact(OmegaConf.to_container(self.cfg, resolve=True))
         if self.multirun:
-            sweep_dir = Path(HydraConfig.get().sweep.dir)
-            group = self.c.choices.get("sweep") or f"{sweep_dir.parent.name}/{sweep_dir.name}"
+            hydra_cfg = HydraConfig.get()
+            sweep_dir = Path(hydra_cfg.sweep.dir)
+            launch = f"{sweep_dir.parent.name}/{sweep_dir.name}"
+            group = self.c.choices.get("sweep") or launch
+            overrides = dict(o.split("=", 1) for o in redact_overrides(self.overrides) if "=" in o)
+            config["sweep"] = {
+                "name": group,
+                "launch": launch,
+                "job": hydra_cfg.job.num,
+                "overrides": {key.lstrip("+~"): value for key, value in overrides.items()},
+            }
         return RunInfo(
             run_dir=self.run_dir,
             name=name,
             group=group,
             job_type=self.c.choices["algorithm"],
             tags=[f"{g}={v}" for g, v in self.c.choices.items() if g in GROUPS],
-            config=redact(OmegaConf.to_container(self.cfg, resolve=True)),
+            config=config,
             resume_id=self.record.data.get("wandb_run_id"),
         )
 

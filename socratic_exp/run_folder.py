@@ -77,6 +77,11 @@ def scrub_hydra_files(run_dir: Path) -> None:
             path.write_text(OmegaConf.to_yaml(OmegaConf.create(clean)))
 
 
+def redact_overrides(overrides: list[str]) -> list[str]:
+    """Command-line overrides with the values of secret-looking keys replaced."""
+    return [_redact_override(o) for o in overrides]
+
+
 def _redact_override(override: str) -> str:
     key, sep, value = override.partition("=")
     return f"{key}={REDACTED}" if sep and value and _SECRET_KEY.search(key) and not key.endswith("_env") else override
@@ -166,7 +171,7 @@ class RunRecord:
         self.data: dict[str, Any] = {
             "status": "running",
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "overrides": overrides,
+            "overrides": redact_overrides(overrides),
             "config": redact(config),
             "git_commit": git_commit(),
             "versions": versions(),

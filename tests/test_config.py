@@ -238,6 +238,7 @@ def test_wheel_ships_the_configs(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "socratic_exp/conf/config.yaml" in names
     assert "socratic_exp/conf/algorithm/grpo.yaml" in names
+    assert "hydra_plugins/socratic_exp_launcher/local_launcher.py" in names  # the default sweep launcher
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     elsewhere = tmp_path / "elsewhere"

@@ -1,0 +1,508 @@
+"""Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``.
+
+Reads run folders only (``summary.json``, ``metrics.jsonl``; never the network), groups the runs into variants by
+the overrides that differ between them (``seed`` aside: seeds are what a variant aggregates over), and writes a
+comparison as ``report.md`` + ``report.csv`` (mean, std and n of each final metric per variant, failed runs
+counted), ``curves.png`` (the chosen metrics against the step, mean over seeds with a +- std band) and
+``finals.png`` (final metrics as bars with std error bars); the table is also printed. ``--wandb ENTITY/PROJECT``
+then uploads the runs' offline W&B folders (``wandb sync``) and builds a W&B report (``wandb-workspaces``): a run set
+per sweep filtered to its group and launch, grouped by the swept keys, line plots with mean and standard error, bars,
+and a run comparer. Without credentials or network it says so in one line; the local report is written anyway.
+
+The same loading and aggregation serve the end-of-sweep summary (``sweep_summary.csv`` / ``.md``, one row per
+job) and the benchmarks' own sweep reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SKIPPED_KEYS = ("seed", "resume", "dry_run")  # not what tells variants apart
+STEP_KEY = "train/global_step"  # the x axis of W&B's panels (the run logs it with every metric)
+
+
+@dataclass
+class Run:
+    """One run folder."""
+
+    path: Path
+    summary: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status", "unknown"))
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """``key=value`` overrides as a dict (``+``/``~`` prefixes dropped), Hydra's own and ``resume`` aside."""
+        pairs = (o.split("=", 1) for o in self.summary.get("overrides", []) if "=" in o)
+        return {key.lstrip("+~"): value for key, value in pairs if not key.startswith("hydra")}
+
+    @property
+    def objective_key(self) -> str:
+        return str((self.summary.get("config") or {}).get("objective") or "objective")
+
+    @functools.cached_property
+    def records(self) -> list[dict[str, Any]]:
+        """``metrics.jsonl``: one dict per logged step."""
+        path = self.path / "metrics.jsonl"
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def value(self, metric: str) -> float | None:
+        """A final value: ``<metric> gain`` (final - before training), a final evaluation metric, the last
+        training log, or a top-level summary field (``wall_time_s``, ``steps``)."""
+        if metric.endswith(" gain"):
+            base = metric.removesuffix(" gain")
+            after, before = self.value(base), (self.summary.get("initial") or {}).get(base)
+            return after - before if after is not None and before is not None else None
+        for source in (self.summary.get("final") or {}, self.summary.get("train") or {}, self.summary):
+            found = source.get(metric)
+            if isinstance(found, int | float) and not isinstance(found, bool):
+                return float(found)
+        return None
+
+
+def find_runs(paths: Iterable[Path]) -> list[Run]:
+    """The run folders in ``paths``: each a run folder (with ``summary.json``) or a folder holding some (a sweep
+    folder, or ``outputs/``); hidden folders (``.submitit``, ``.hydra``) and checkpoints are not searched."""
+    found: dict[Path, Run] = {}
+    for path in paths:
+        candidates = [path / "summary.json"] if (path / "summary.json").is_file() else _summaries_under(path)
+        for summary_file in candidates:
+            run_dir = summary_file.parent.resolve()
+            found.setdefault(run_dir, Run(run_dir, json.loads(summary_file.read_text())))
+    return sorted(found.values(), key=lambda run: _natural_key(run.path))
+
+
+def _summaries_under(root: Path) -> list[Path]:
+    summaries = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [s for s in subfolders if not s.startswith(".") and s not in ("checkpoints", "wandb")]
+        if "summary.json" in files:
+            summaries.append(Path(folder) / "summary.json")
+            subfolders[:] = []
+    return summaries
+
+
+def _natural_key(path: Path) -> tuple[Any, ...]:
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts)
+
+
+def swept_keys(runs: Sequence[Run]) -> list[str]:
+    """The override keys whose values differ between the runs, in the order they first appear (seed aside)."""
+    keys: dict[str, None] = {}
+    for run in runs:
+        keys.update(dict.fromkeys(run.overrides))
+    return [key for key in keys if key not in SKIPPED_KEYS and len({run.overrides.get(key) for run in runs}) > 1]
+
+
+def variant_of(run: Run, keys: Sequence[str]) -> str:
+    return " ".join(f"{key}={run.overrides.get(key, '-')}" for key in keys) or "all runs"
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
+    """Mean, sample standard deviation (nan for one value) and count; (nan, nan, 0) for none."""
+    if not values:
+        return math.nan, math.nan, 0
+    std = statistics.stdev(values) if len(values) > 1 else math.nan
+    return statistics.fmean(values), std, len(values)
+
+
+def format_mean_std(values: Sequence[float], signed: bool = False, digits: int = 3) -> str:
+    """``0.598 +- 0.007`` (the value alone for one value, ``-`` for none)."""
+    mean, std, n = mean_std(values)
+    if not n:
+        return "-"
+    shown = f"{mean:{'+' if signed else ''}.{digits}f}"
+    return shown if n == 1 else f"{shown} +- {std:.{digits}f}"
+
+
+def mean_curve(
+    runs: Sequence[Sequence[dict[str, Any]]], metric: str, window: int = 1
+) -> tuple[list[int], list[float], list[float]]:
+    """A metric's mean and std over runs at each step every run logged it, each smoothed by a trailing moving
+    average over ``window`` of those steps."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for records in runs:
+        for record in records:
+            if record.get(metric) is not None:
+                by_step[record["step"]].append(record[metric])
+    steps = sorted(step for step, values in by_step.items() if len(values) == len(runs))
+    means = [statistics.fmean(by_step[step]) for step in steps]
+    stds = [statistics.stdev(by_step[step]) if len(runs) > 1 else 0.0 for step in steps]
+
+    def smooth(values: list[float]) -> list[float]:
+        return [statistics.fmean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+
+    return steps, smooth(means), smooth(stds)
+
+
+def default_metrics(runs: Sequence[Run]) -> list[str]:
+    """The objective and its gain over the run's start, the other top-level evaluation metrics, the wall time."""
+    objective = runs[0].objective_key if runs else "objective"
+    finals: dict[str, None] = {}
+    for run in runs:
+        finals.update(dict.fromkeys(k for k in run.summary.get("final") or {} if k.count("/") == 1))
+    others = [key for key in finals if key != objective]
+    return [objective, f"{objective} gain", *others, "wall_time_s"]
+
+
+@dataclass
+class Variant:
+    name: str
+    settings: dict[str, str]
+    runs: list[Run]  # completed
+    failed: int
+
+    def values(self, metric: str) -> list[float]:
+        return [v for v in (run.value(metric) for run in self.runs) if v is not None]
+
+
+def group_variants(runs: Sequence[Run], keys: Sequence[str]) -> list[Variant]:
+    """Runs grouped by their values of ``keys``, in order of first appearance; failed runs are counted, not used."""
+    groups: dict[str, Variant] = {}
+    for run in runs:
+        name = variant_of(run, keys)
+        variant = groups.setdefault(name, Variant(name, {k: run.overrides.get(k, "-") for k in keys}, [], 0))
+        if run.status == "completed":
+            variant.runs.append(run)
+        else:
+            variant.failed += 1
+    return list(groups.values())
+
+
+def comparison_rows(variants: Sequence[Variant], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per variant: its settings, n, failed, and mean / std of each metric (the CSV's rows)."""
+    rows = []
+    for variant in variants:
+        row: dict[str, Any] = {"variant": variant.name, **variant.settings, "n": len(variant.runs)}
+        row["failed"] = variant.failed
+        for metric in metrics:
+            mean, std, _ = mean_std(variant.values(metric))
+            row[f"{metric} mean"], row[f"{metric} std"] = mean, std
+        rows.append(row)
+    return rows
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def comparison_markdown(variants: Sequence[Variant], metrics: Sequence[str]) -> str:
+    header = ["variant", "n", "failed", *metrics]
+    rows = [
+        [variant.name, len(variant.runs), variant.failed]
+        + [format_mean_std(variant.values(m), signed=m.endswith(" gain")) for m in metrics]
+        for variant in variants
+    ]
+    return markdown_table(header, rows)
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_curves(variants: Sequence[Variant], curves: Sequence[str], path: Path) -> Path | None:
+    """One panel per metric, one line per variant: the mean over its runs with a +- std band."""
+    plotted = [m for m in curves if any(m in r for v in variants for run in v.runs for r in run.records)]
+    if not plotted:
+        return None
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, len(plotted), figsize=(5.5 * len(plotted), 4), squeeze=False)
+    for ax, metric in zip(axes[0], plotted, strict=True):
+        for index, variant in enumerate(v for v in variants if v.runs):
+            logs = max(sum(metric in r for r in run.records) for run in variant.runs)
+            steps, means, stds = mean_curve([run.records for run in variant.runs], metric, max(1, logs // 20))
+            if not steps:
+                continue
+            color = f"C{index % 10}"
+            ax.plot(steps, means, marker="o" if logs <= 20 else None, color=color,
+                    label=f"{variant.name} (n={len(variant.runs)})")  # fmt: skip
+            ax.fill_between(steps, [m - s for m, s in zip(means, stds, strict=True)],
+                            [m + s for m, s in zip(means, stds, strict=True)], color=color, alpha=0.15)  # fmt: skip
+        ax.set(title=metric, xlabel="step")
+        ax.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path) -> Path | None:
+    """One panel per metric (three to a row): a horizontal bar per variant at its mean, the std as error bar."""
+    shown = [m for m in metrics if any(v.values(m) for v in variants)]
+    if not shown:
+        return None
+    plt = _pyplot()
+    columns = min(3, len(shown))
+    rows = math.ceil(len(shown) / columns)
+    height = 0.8 + 0.35 * len(variants)
+    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, height * rows), squeeze=False)
+    labels = [f"{v.name} (n={len(v.values(shown[0]))})" for v in variants]
+    for index, ax in enumerate(axes.flat):
+        if index >= len(shown):
+            ax.set_visible(False)
+            continue
+        stats = [mean_std(v.values(shown[index])) for v in variants]
+        positions = list(range(len(variants)))
+        ax.barh(positions, [0.0 if n == 0 else mean for mean, _, n in stats],
+                xerr=[0.0 if math.isnan(std) else std for _, std, _ in stats], capsize=3,
+                color=[f"C{i % 10}" for i in positions])  # fmt: skip
+        ax.set_yticks(positions, labels if index % columns == 0 else [""] * len(positions), fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(shown[index], fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@dataclass
+class Report:
+    variants: list[Variant]
+    keys: list[str]
+    metrics: list[str]
+    markdown: str
+    files: list[Path]
+
+
+def build_report(
+    runs: Sequence[Run],
+    out_dir: Path,
+    metrics: Sequence[str] | None = None,
+    curves: Sequence[str] | None = None,
+    keys: Sequence[str] | None = None,
+) -> Report:
+    """Group, aggregate and write ``report.md``, ``report.csv``, ``curves.png`` and ``finals.png`` in ``out_dir``."""
+    keys = list(keys) if keys is not None else swept_keys(runs)
+    metrics = list(metrics or default_metrics(runs))
+    curves = list(curves or [runs[0].objective_key, "reward"])
+    variants = group_variants(runs, keys)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = comparison_markdown(variants, metrics)
+    sources = sorted({str(run.path.parent) for run in runs})
+    markdown = (
+        f"# Comparison of {len(runs)} runs\n\nRuns from: {', '.join(sources)}\n\n"
+        f"Variants by: {', '.join(keys) or '(no differing overrides)'}; mean +- std over completed runs "
+        "(seeds); n = completed runs, failed = runs that did not complete.\n\n"
+        f"{table}\n"
+    )
+    write_csv(out_dir / "report.csv", comparison_rows(variants, metrics))
+    files = [out_dir / "report.md", out_dir / "report.csv"]
+    for plotted in (
+        plot_curves(variants, curves, out_dir / "curves.png"),
+        plot_finals(variants, metrics, out_dir / "finals.png"),
+    ):
+        if plotted is not None:
+            markdown += f"\n![{plotted.stem}]({plotted.name})\n"
+            files.append(plotted)
+    files[0].write_text(markdown, encoding="utf-8")
+    return Report(variants, keys, metrics, table, files)
+
+
+def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
+    """``sweep_summary.csv`` and ``sweep_summary.md`` in ``sweep_dir``: every job's status, overrides, objective,
+    final evaluation metrics, wall time and error. Returns the rows."""
+    runs = [run for run in find_runs([sweep_dir]) if run.path.parent == sweep_dir.resolve()]
+    differing = [key for key in [*swept_keys(runs), "seed"] if len({run.overrides.get(key) for run in runs}) > 1]
+    finals: dict[str, None] = {}
+    for run in runs:
+        finals.update(dict.fromkeys(k for k in run.summary.get("final") or {} if k.count("/") == 1))
+    rows = []
+    for run in runs:
+        error = run.summary.get("error") or {}
+        row: dict[str, Any] = {
+            "job": run.path.name,
+            "status": run.status,
+            "objective": run.summary.get("objective"),
+            "wall_time_s": run.summary.get("wall_time_s"),
+            "overrides": " ".join(f"{k}={run.overrides.get(k, '-')}" for k in differing)
+            or " ".join(run.summary.get("overrides", [])),
+        }
+        row.update({key: (run.summary.get("final") or {}).get(key) for key in finals})
+        row["error"] = f"{error.get('type', '')}: {error.get('message', '')}" if error else ""
+        rows.append(row)
+    if rows:
+        write_csv(sweep_dir / "sweep_summary.csv", rows)
+        counts = defaultdict(int)
+        for row in rows:
+            counts[row["status"]] += 1
+        shown = [[_cell(v) for v in row.values()] for row in rows]
+        (sweep_dir / "sweep_summary.md").write_text(
+            f"# Sweep {sweep_dir}\n\n{len(rows)} jobs: "
+            + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            + f"\n\n{markdown_table(list(rows[0]), shown)}\n",
+            encoding="utf-8",
+        )
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "" if value is None else str(value).replace("|", "\\|")
+
+
+# --- W&B ---------------------------------------------------------------------------------------------------------
+
+
+def wandb_report(
+    runs: Sequence[Run],
+    report: Report,
+    entity: str,
+    project: str,
+    curves: Sequence[str],
+    title: str | None = None,
+) -> Any:
+    """The W&B report (``wandb_workspaces.reports.v2``) for ``runs``, built without the network: one run set per
+    sweep, filtered to its W&B group and launch, grouped by the swept keys; a line plot per curve (mean over the
+    group, stderr band), final-metric bars (mean, stderr) and a run comparer. ``.save()`` needs the server."""
+    import wandb_workspaces.reports.v2 as wr
+
+    groupby = [f"config.sweep.overrides.{key}" for key in report.keys]
+    runsets = []
+    for group, launches in _groups_and_launches(runs).items():
+        conditions = [f"Group = {group!r}"]
+        if launches:
+            conditions.append(f"Config('sweep.launch') in {sorted(launches)!r}")
+        runsets.append(
+            wr.Runset(entity=entity, project=project, name=group, filters=" and ".join(conditions), groupby=groupby)
+        )
+    final_metrics = [m for m in report.metrics if not m.endswith(" gain") and m != "wall_time_s"]
+    panels = [
+        wr.LinePlot(title=metric, x=STEP_KEY, y=[metric], groupby_aggfunc="mean", groupby_rangefunc="stderr")
+        for metric in curves
+    ]
+    panels.append(
+        wr.BarPlot(
+            title="final metrics (mean, stderr)",
+            metrics=final_metrics,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stderr",
+        )
+    )
+    panels.append(wr.RunComparer(diff_only="split"))
+    sweeps = ", ".join(_groups_and_launches(runs))
+    return wr.Report(
+        entity=entity,
+        project=project,
+        title=title or f"socratic_exp: {sweeps}",
+        description=f"{len(runs)} runs, variants by {', '.join(report.keys) or 'nothing'} (socratic_exp.report)",
+        blocks=[
+            wr.H1(text=f"Sweep {sweeps}"),
+            wr.P(
+                text=f"Variants by {', '.join(report.keys) or 'nothing'}; lines and bars: mean over seeds, band "
+                "and bars: standard error."
+            ),
+            wr.PanelGrid(runsets=runsets, panels=panels),
+            wr.H2(text="Local comparison (mean +- std)"),
+            wr.MarkdownBlock(text=report.markdown),
+        ],
+    )
+
+
+def _groups_and_launches(runs: Sequence[Run]) -> dict[str, set[str]]:
+    groups: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        launch = run.summary.get("sweep_launch")
+        groups[str(run.summary.get("run_group") or run.path.parent.name)].update([launch] if launch else [])
+    return dict(groups)
+
+
+def publish_wandb(runs: Sequence[Run], built: Any) -> str:
+    """Upload the offline W&B runs (``wandb sync``) and save the report; one line saying what happened."""
+    mode = os.environ.get("WANDB_MODE", "")
+    if mode in ("offline", "disabled", "dryrun"):
+        return f"W&B report not saved: WANDB_MODE={mode} (offline)"
+    try:
+        import wandb
+
+        wandb.Api(timeout=20).viewer  # noqa: B018  (a request that fails fast without credentials or network)
+    except Exception as err:
+        return f"W&B report not saved: offline or not logged in ({str(err).splitlines()[0][:120]})"
+    offline = [str(folder) for run in runs for folder in sorted((run.path / "wandb").glob("offline-run-*"))]
+    if offline:
+        subprocess.run([sys.executable, "-m", "wandb", "sync", *offline], check=False)
+    missing = sum(1 for run in runs if not run.summary.get("wandb_run_id"))
+    built.save()
+    note = f" ({missing} runs had no W&B run: logger=none)" if missing else ""
+    return f"W&B report: {built.url}{note}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m socratic_exp.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", type=Path, help="a sweep folder, run folders, or folders holding them")
+    parser.add_argument("--metrics", help="comma-separated final metrics (default: the objective, its gain, the "
+                        "other eval metrics, wall_time_s); '<metric> gain' = final - before training")  # fmt: skip
+    parser.add_argument("--curves", help="comma-separated metrics plotted against the step (default: the "
+                        "objective and reward)")  # fmt: skip
+    parser.add_argument("--by", help="comma-separated override keys that define a variant (default: those that "
+                        "differ between runs, seed aside)")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="output folder (default: the folder given, when one; else ./report)")
+    parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="also build a W&B report there (after wandb sync)")
+    parser.add_argument("--title", help="the W&B report's title")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        print(f"error: not found: {' '.join(missing)}", file=sys.stderr)
+        return 2
+    runs = find_runs(args.paths)
+    if not runs:
+        print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
+        return 2
+    split = lambda text: [item.strip() for item in text.split(",") if item.strip()] if text else None  # noqa: E731
+    out_dir = args.out or (args.paths[0] if len(args.paths) == 1 and not (args.paths[0] / "summary.json").is_file()
+                           else Path("report"))  # fmt: skip
+    curves = split(args.curves) or [runs[0].objective_key, "reward"]
+    report = build_report(runs, out_dir, split(args.metrics), curves, split(args.by))
+    completed = sum(len(v.runs) for v in report.variants)
+    print(f"{len(runs)} runs ({completed} completed) in {len(report.variants)} variants by "
+          f"{', '.join(report.keys) or '(nothing differs)'}; mean +- std over completed runs\n")  # fmt: skip
+    print(report.markdown)
+    print(f"\nwritten: {', '.join(str(f) for f in report.files)} ({time.perf_counter() - started:.1f} s)")
+    if args.wandb:
+        entity, _, project = args.wandb.partition("/")
+        if not entity or not project:
+            print("error: --wandb takes ENTITY/PROJECT", file=sys.stderr)
+            return 2
+        print(publish_wandb(runs, wandb_report(runs, report, entity, project, curves, args.title)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
