@@ -288,7 +288,9 @@ COMBINATIONS = ("teacher=rule,llm", "algorithm.meta_learning=true,false")
 
 @pytest.mark.slow
 def test_every_distiller_teacher_and_meta_learning_combination_runs(run_app):
-    trained, outputs = run_app("-m", "hydra/launcher=basic", *QUICK, *SMALL_DISTILLER, "distiller=kl,dpo,sft", *COMBINATIONS)
+    trained, outputs = run_app(
+        "-m", "hydra/launcher=basic", *QUICK, *SMALL_DISTILLER, "distiller=kl,dpo,sft", *COMBINATIONS
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     plain, _ = run_app("-m", "hydra/launcher=basic", *QUICK, "distiller=none", *COMBINATIONS)
     assert plain.returncode == 0, plain.stderr[-3000:]
