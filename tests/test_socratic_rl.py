@@ -227,6 +227,7 @@ def distillation_data(tiny, items: int = 32):
     return DistillationData(list(rows["prompt"]), list(rows["answer"]), [PRECEDENCE, BRACKETS])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "loss"),
     [("kl", ("distill/kl_before", "distill/kl_after")), ("dpo", ("distill/loss_before", "distill/loss_after")),
@@ -249,6 +250,7 @@ def test_each_distiller_lowers_its_loss_and_changes_the_weights(tiny, tmp_path, 
     assert changed and metrics["distill/steps"] == 6
 
 
+@pytest.mark.slow
 def test_llm_teacher_meta_learning_trains_its_own_copy(tiny):
     import torch
 
