@@ -35,6 +35,7 @@ def runs(folders: list[Path]) -> list[dict[str, Any]]:
             if arm == "socratic_rl":
                 meta = "meta" if config["algorithm"]["meta_learning"] else "no-meta"
                 arm = f"socratic_rl {choices['distiller']} {choices['teacher']} {meta}"
+            arm += f" ({summary['steps']} steps)"
             seconds = {}
             for part in PARTS:
                 values = [m[f"socratic_rl/seconds/{part}"] for m in metrics if f"socratic_rl/seconds/{part}" in m]
