@@ -54,7 +54,6 @@ class KLDistiller(TRLDistiller):
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
     ) -> dict[str, float]:
-        import dataclasses as dc
         import os
 
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # SDFT lives in trl.experimental
@@ -65,7 +64,7 @@ class KLDistiller(TRLDistiller):
         from socratic_exp.trl_phases import phase_args, run_phase
 
         triples = self.paired(data, seed)
-        teacher = dc.replace(student, model=frozen_copy(student.model))
+        teacher = dataclasses.replace(student, model=frozen_copy(student.model))
         fixed = triples[: self.kl_samples]
         responses = self.sample(teacher, guided(fixed), seed)
         probe = [

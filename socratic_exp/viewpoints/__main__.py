@@ -19,7 +19,7 @@ def timeline(run_dir: Path) -> str:
     records = list(ViewpointLog(run_dir / LOG_NAME).records())
     if not records:
         return f"{run_dir}: no viewpoints recorded"
-    entries = latest_entries(iter(records))
+    entries = latest_entries(records)
     statuses = [entry["status"] for entry in entries.values()]
     counts = ", ".join(
         f"{statuses.count(s)} {s}" for s in ("active", "queued", "retired", "distilled") if s in statuses

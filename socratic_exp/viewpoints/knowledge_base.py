@@ -24,7 +24,7 @@ import dataclasses
 import difflib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -102,7 +102,7 @@ class ViewpointLog:
         return len(lines) - len(kept)
 
 
-def latest_entries(records: Iterator[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def latest_entries(records: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Each viewpoint's state after its last event."""
     state: dict[int, dict[str, Any]] = {}
     for record in records:

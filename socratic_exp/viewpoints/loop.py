@@ -64,7 +64,6 @@ class ViewpointLoop:
         self.seconds: Counter[str] = Counter()
         self.distillations = 0
         self._traces: list[tuple[str, Attempt]] = []
-        self._groups: list[str] = []
 
     # --- the student's context ------------------------------------------------------------------------------
     def active_texts(self) -> list[str]:
