@@ -19,8 +19,7 @@ from socratic_exp.components import build_components
 from socratic_exp.evaluation import Evaluator
 from socratic_exp.hydra_support import compose
 from socratic_exp.loggers.base import Logger
-from socratic_exp.run import MetricsSink
-from socratic_exp.run_folder import MetricsFile
+from socratic_exp.run_folder import MetricsFile, MetricsSink
 
 STEPS, BLOCKS = 15, 3
 

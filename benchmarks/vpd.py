@@ -46,7 +46,7 @@ def _components(name: str, overrides: list[str]):
     """The configuration's components; GRPO takes the overrides it has keys for (not the feedback's, nor a teacher)."""
     import dataclasses
 
-    from socratic_exp.algorithms.grpo import GRPO
+    from socratic_exp.algorithms.grpo.config import GRPO
 
     grpo_keys = {f"algorithm.{f.name}" for f in dataclasses.fields(GRPO)}
     own = [

@@ -11,7 +11,7 @@ from transformers import TrainerCallback
 if TYPE_CHECKING:
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.models.base import Student
-    from socratic_exp.run import MetricsSink
+    from socratic_exp.run_folder import MetricsSink
     from socratic_exp.samplers.base import PromptSampler
     from socratic_exp.teachers.base import Teacher
 

@@ -15,6 +15,29 @@ from typing import Any, ClassVar, Literal
 from socratic_exp.errors import NO_VALUE, ConfigError
 
 
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> Any:
+    """A dataclass field with its help text (the same words as its YAML comment) and its bounds, which every
+    option checks when it is built (``None`` values skip the check: null means "off" or "derived")."""
+    bounds = {name: value for name, value in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if value is not None}
+    return dataclasses.field(
+        default=default, default_factory=default_factory, metadata={"help": help, "bounds": bounds}
+    )
+
+
+def field_help(cls: type, name: str) -> str:
+    """The help text a field was declared with (empty when it has none)."""
+    return next((f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name == name), "")
+
+
 @dataclasses.dataclass(kw_only=True)
 class Component:
     """A config option: ``config_group`` names the config group, so errors read ``algorithm.beta=-1: ...``."""
@@ -39,6 +62,8 @@ class Component:
                 and not _accepts(expected, int)
             ):
                 setattr(self, field.name, float(value))  # YAML `1` for a float knob
+            if field.metadata.get("bounds"):
+                self.check_range(field.name, **field.metadata["bounds"])
         self.validate()
 
     @classmethod

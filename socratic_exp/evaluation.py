@@ -195,12 +195,7 @@ class Evaluator:
                 active = [i for i, tries in enumerate(history) if tries[-1].score < 1.0]
                 if not active:
                     break
-                requests = [
-                    GuidanceRequest(
-                        prompts[i], tuple(history[i]), self.rows[i]["answer"], self.rows[i].get("reference")
-                    )
-                    for i in active
-                ]
+                requests = [GuidanceRequest.for_row(self.rows[i], history[i]) for i in active]
                 for i, guidance in zip(active, self.teacher.guide(requests), strict=True):
                     contexts[i] = extend_context(contexts[i], history[i][-1].completion, guidance)
                 retries = generate(

@@ -7,7 +7,6 @@ what went wrong; a single run then exits non-zero, while in ``-m`` the sweep goe
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -23,38 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 from socratic_exp.components import GROUPS, Components, build_components
 from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.loggers.base import Logger, RunInfo
-from socratic_exp.run_folder import MetricsFile, RunRecord, redact, redact_overrides, scrub_hydra_files
-from socratic_exp.teachers.base import Teacher
+from socratic_exp.run_folder import MetricsFile, MetricsSink, RunRecord, redact, redact_overrides, scrub_hydra_files
 from socratic_exp.teachers.none import NoTeacher
 
 log = logging.getLogger("socratic_exp")
 NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run")  # already in the name, or not a setting
-
-
-class MetricsSink:
-    """Metrics to ``metrics.jsonl`` and to the logger."""
-
-    def __init__(self, file: MetricsFile, logger: Logger):
-        self.file = file
-        self.logger = logger
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        self.file.write(step, metrics)
-        self.logger.log(metrics, step)
-
-    def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
-        """Rows to ``<run folder>/<name>.jsonl`` and, as a table, to the logger."""
-        if not rows:
-            return
-        with open(self.file.path.parent / f"{name}.jsonl", "a", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps({"step": step, **row}) + "\n")
-        self.logger.log_table(name, rows, step)
-
-    def log_evaluation(self, metrics: dict[str, Any], step: int, teacher: Teacher) -> None:
-        """An evaluation's metrics, and the teacher guidance it sampled (the ``teacher_guidance`` table)."""
-        self.log(metrics, step)
-        self.log_table("teacher_guidance", teacher.samples(), step)
 
 
 def run_job(cfg: DictConfig) -> float | None:

@@ -16,7 +16,11 @@ import time
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from socratic_exp.loggers.base import Logger
+    from socratic_exp.teachers.base import Teacher
 
 TRACKED_PACKAGES = (
     "socratic_exp",
@@ -158,6 +162,32 @@ class MetricsFile:
         if not self.path.is_file():
             return []
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class MetricsSink:
+    """Metrics to ``metrics.jsonl`` and to the logger."""
+
+    def __init__(self, file: MetricsFile, logger: Logger):
+        self.file = file
+        self.logger = logger
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        self.file.write(step, metrics)
+        self.logger.log(metrics, step)
+
+    def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
+        """Rows to ``<run folder>/<name>.jsonl`` and, as a table, to the logger."""
+        if not rows:
+            return
+        with open(self.file.path.parent / f"{name}.jsonl", "a", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps({"step": step, **row}) + "\n")
+        self.logger.log_table(name, rows, step)
+
+    def log_evaluation(self, metrics: dict[str, Any], step: int, teacher: Teacher) -> None:
+        """An evaluation's metrics, and the teacher guidance it sampled (the ``teacher_guidance`` table)."""
+        self.log(metrics, step)
+        self.log_table("teacher_guidance", teacher.samples(), step)
 
 
 class RunRecord:

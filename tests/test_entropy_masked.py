@@ -14,14 +14,9 @@ import pytest
 import torch
 from conftest import compose, run_dirs
 
-from socratic_exp.algorithms.entropy_mask import (
-    EntropyMask,
-    EntropyMaskMixin,
-    kept_count,
-    select_top,
-    with_entropy_mask,
-)
-from socratic_exp.algorithms.grpo import GRPO
+from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+from socratic_exp.algorithms.entropy_masked.mask import kept_count, select_top
+from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.components import build_components
 from socratic_exp.errors import ConfigError
 from socratic_exp.hydra_support import sweeps_dir
@@ -67,6 +62,8 @@ def test_selection_across_processes_is_the_global_one():
                 else torch.cat([pad(x, width) for x in locals_])
             ),
         )
+        from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
+
         gathered, mine = EntropyMaskMixin._gather_tokens(SimpleNamespace(accelerator=accelerator), local)
         assert torch.equal(gathered, torch.cat(locals_))
         kept.append(select_top(gathered[:, 1], 10)[mine])
@@ -99,7 +96,9 @@ def make_trainer(tmp_path, settings: EntropyMask | None, loss_type: str = "dapo"
         bf16=False,
         seed=0,
     )
-    base = GRPOTrainer if settings is None else with_entropy_mask(GRPOTrainer)
+    from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskedTrainer
+
+    base = GRPOTrainer if settings is None else EntropyMaskedTrainer
     extras = {} if settings is None else {"entropy_mask": settings}
     trainer = base(
         model=model,

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from socratic_exp.components import Components
     from socratic_exp.models.base import Student
-    from socratic_exp.run import MetricsSink
+    from socratic_exp.run_folder import MetricsSink
 
 
 @dataclasses.dataclass(kw_only=True)

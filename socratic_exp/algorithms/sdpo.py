@@ -43,7 +43,7 @@ import os
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.algorithms.grpo import GRPO
+from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.algorithms.self_distillation import (
     PLAIN_TEMPLATES,
     SDPO_TEMPLATES,
@@ -280,16 +280,11 @@ def sdpo_trainer_class(base: type) -> type:
 
         def _critique(self, rollouts: list[Rollout], indices: list[int]) -> list[str]:
             """The run's teacher's guidance on these failed rollouts (its ground-truth setting applies)."""
-            from socratic_exp.algorithms.socraticpo import _question
             from socratic_exp.teachers.base import Attempt, GuidanceRequest
 
-            rows = self._rows
             requests = [
-                GuidanceRequest(
-                    _question(rows[i]["prompt"]),
-                    (Attempt(rollouts[i].completion, rollouts[i].score, rollouts[i].reason),),
-                    rows[i]["answer"],
-                    rows[i].get("reference"),
+                GuidanceRequest.for_row(
+                    self._rows[i], [Attempt(rollouts[i].completion, rollouts[i].score, rollouts[i].reason)]
                 )
                 for i in indices
             ]

@@ -25,8 +25,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.algorithms.entropy_mask import EntropyMask, with_entropy_mask
-from socratic_exp.algorithms.grpo import GRPO
+from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
@@ -84,9 +84,22 @@ class SocraticRL(GRPO):
             )
 
     def reward_functions(self, ctx: RunContext) -> list[Any]:
-        return [viewpoint_reward(ctx.components, self._loop)]
+        """The task's verifier; the scored traces (with the questions as they were before the viewpoints) go to the
+        loop for reflection, the rewards to the sampler."""
+        from socratic_exp.tasks.base import question_text
+        from socratic_exp.teachers.base import Attempt
+
+        loop = self._loop
+
+        def reflect_on(texts: list[str], verdicts: list[Any], columns: dict[str, Any]) -> None:
+            questions = [question_text(q) for q in columns["sx_question"]]
+            loop.observe(questions, [Attempt(t, v.score, v.reason) for t, v in zip(texts, verdicts, strict=True)])
+
+        return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe, on_verdicts=reflect_on)]
 
     def trainer_base(self) -> type:
+        from socratic_exp.algorithms.entropy_masked.trainer import with_entropy_mask
+
         return with_entropy_mask(_trainer_class(super().trainer_base()))
 
     def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
@@ -118,28 +131,6 @@ class SocraticRL(GRPO):
             ctx.seed,
             prompt_room=limit - self.max_completion_length if limit else None,
         )
-
-
-def viewpoint_reward(components: Components, loop: ViewpointLoop) -> Any:
-    """The task's verifier as TRL's reward function; the scored traces (with the questions as they were before
-    the viewpoints) go to the loop for reflection, the rewards to the sampler."""
-    from socratic_exp.teachers.base import Attempt
-
-    task, sampler = components.task, components.sampler
-
-    def accuracy(
-        completions: list[Any], answer: list[str], sx_question: list[Any], index: list[int] | None = None, **_: Any
-    ) -> list[float]:
-        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        verdicts = [task.verify(text, gold) for text, gold in zip(texts, answer, strict=True)]
-        questions = [q if isinstance(q, str) else q[-1]["content"] for q in sx_question]
-        loop.observe(questions, [Attempt(t, v.score, v.reason) for t, v in zip(texts, verdicts, strict=True)])
-        rewards = [v.score for v in verdicts]
-        if index is not None:
-            sampler.observe(list(index), rewards)
-        return rewards
-
-    return accuracy
 
 
 def _trainer_class(base: type) -> type:

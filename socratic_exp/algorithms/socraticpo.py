@@ -37,8 +37,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.algorithms.entropy_mask import EntropyMask, with_entropy_mask
-from socratic_exp.algorithms.grpo import GRPO
+from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -146,6 +146,8 @@ class SocraticPO(GRPO):
         return [socratic_return]  # the rollout verifies and observes; TRL only logs its returns
 
     def trainer_base(self) -> type:
+        from socratic_exp.algorithms.entropy_masked.trainer import with_entropy_mask
+
         return with_entropy_mask(_trainer_class(super().trainer_base()))
 
     def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
@@ -313,15 +315,7 @@ def _trainer_class(base: type) -> type:
                 return [self.socratic.retry_prompt] * len(wrong)
             from socratic_exp.teachers.base import GuidanceRequest
 
-            requests = [
-                GuidanceRequest(
-                    _question(prompts[i]),
-                    tuple(attempts[i]),
-                    self._rows[i]["answer"],
-                    self._rows[i].get("reference"),
-                )
-                for i in wrong
-            ]
+            requests = [GuidanceRequest.for_row(self._rows[i], attempts[i]) for i in wrong]
             return self.components.teacher.guide(requests)
 
         def _turn_ids(self, prompt: Any, guidance: str, ends_with_eos: bool) -> list[int]:
@@ -487,10 +481,3 @@ def _attempt(text: str, verdict: Any) -> Any:
     from socratic_exp.teachers.base import Attempt
 
     return Attempt(text, verdict.score, verdict.reason)
-
-
-def _question(prompt: Any) -> str:
-    """The question as the teacher should read it: the plain prompt, or the last user turn of chat messages."""
-    if isinstance(prompt, str):
-        return prompt
-    return next(m["content"] for m in reversed(prompt) if m["role"] == "user")

@@ -110,20 +110,41 @@ class Task(Component):
         """The settings that change ``warmstart_examples`` (the tiny model's cache key)."""
         return self.options()
 
-    def reward_function(self, on_rewards: Callable[[list[int], list[float]], None] | None = None) -> Callable:
-        """A TRL reward function scoring completions with the verifier.
+    def reward_function(
+        self,
+        on_rewards: Callable[[list[int], list[float]], None] | None = None,
+        on_verdicts: Callable[[list[str], list[Verdict], dict[str, Any]], None] | None = None,
+    ) -> Callable:
+        """The verifier as a TRL reward function: each completion's reward is its verdict's score.
 
-        ``on_rewards(indices, rewards)`` receives each batch's rewards per dataset row: the hook samplers use.
+        ``on_rewards(indices, rewards)`` receives each batch's rewards per dataset row (the hook samplers use);
+        ``on_verdicts(texts, verdicts, columns)`` the completions' texts and verdicts with the batch's other dataset
+        columns (what an algorithm that learns from the traces needs, e.g. Socratic-RL's reflection).
         """
         task = self
 
         def accuracy(
-            completions: list[Any], answer: list[str], index: list[int] | None = None, **_: Any
+            completions: list[Any], answer: list[str], index: list[int] | None = None, **columns: Any
         ) -> list[float]:
-            texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-            rewards = [task.score(text, gold) for text, gold in zip(texts, answer, strict=True)]
+            texts = [completion_text(c) for c in completions]
+            verdicts = [task.verify(text, gold) for text, gold in zip(texts, answer, strict=True)]
+            if on_verdicts is not None:
+                on_verdicts(texts, verdicts, columns)
+            rewards = [verdict.score for verdict in verdicts]
             if on_rewards is not None and index is not None:
                 on_rewards(list(index), rewards)
             return rewards
 
         return accuracy
+
+
+def question_text(prompt: Any) -> str:
+    """The question as a teacher reads it: a plain prompt itself, or the last user turn of chat messages."""
+    if isinstance(prompt, str):
+        return prompt
+    return next(message["content"] for message in reversed(prompt) if message["role"] == "user")
+
+
+def completion_text(completion: Any) -> str:
+    """A completion's text: a plain string itself, or the content of the last chat message."""
+    return completion if isinstance(completion, str) else completion[-1]["content"]

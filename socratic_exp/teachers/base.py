@@ -75,6 +75,13 @@ class GuidanceRequest:
     answer: str | None = None
     reference: str | None = None
 
+    @classmethod
+    def for_row(cls, row: dict[str, Any], attempts: Sequence[Attempt]) -> GuidanceRequest:
+        """The request for a dataset row (its prompt's question, answer and reference) and its attempts so far."""
+        from socratic_exp.tasks.base import question_text
+
+        return cls(question_text(row["prompt"]), tuple(attempts), row["answer"], row.get("reference"))
+
     @property
     def latest(self) -> Attempt:
         return self.attempts[-1]

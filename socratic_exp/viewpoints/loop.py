@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl import SocraticRL
     from socratic_exp.components import Components
     from socratic_exp.models.base import Student
-    from socratic_exp.run import MetricsSink
+    from socratic_exp.run_folder import MetricsSink
     from socratic_exp.teachers.base import Attempt
 
 STATE_FILE = "socratic_rl_state.json"

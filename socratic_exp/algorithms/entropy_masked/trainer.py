@@ -1,92 +1,26 @@
-"""High-entropy token masking ("Beyond the 80/20 Rule", arXiv 2506.01939) as a piece any GRPO-based algorithm uses.
+"""The entropy mask as a mixin of TRL's GRPOTrainer, and ``algorithm=entropy_masked``'s trainer.
 
-The policy-gradient term of the loss keeps a share ``rho`` of the completion tokens, chosen by their entropy over
-the whole batch, gathered across processes: ``mode=top`` keeps the highest-entropy ("forking") tokens, as in the
-paper; ``bottom`` the lowest (the paper's ablation: ``mode=bottom rho=0.8``); ``random`` a uniformly random share
-of the same size (the control the paper lacks). The kept count is ``round(rho x tokens)`` (at least one) and ties
-go to the earlier token, so the kept share is rho within one token even when entropies tie (bf16 entropies often
-do). "The batch" is what one loss call sees on all processes together: with ``gradient_accumulation_steps=1``
-(the default) that is the whole optimizer step, as in the official code and TRL.
-
-**Normalisation.** ``normalize=all_tokens`` (TRL's behaviour) divides the masked loss by all completion tokens,
-so the gradient is about rho times smaller than full GRPO's; ``kept_tokens`` (the official verl fork's) divides by
-the kept tokens instead. It is applied as a weight (completion tokens / kept tokens) on the kept tokens, counted
-per sequence for TRL's per-sequence losses (``loss_type=grpo|sapo``) and over the gathered batch otherwise. The
-weight reaches the policy term only (and TRL's entropy bonus, a mean over the kept tokens); TRL's KL term
-(``beta``) always covers every token.
-
-**Why a TRL subclass.** TRL's ``top_entropy_quantile`` already routes the loss through ``get_high_entropy_mask``
-and applies its result where it belongs (the policy term and TRL's entropy bonus, not the KL). The mixin overrides
-that hook only, because TRL's own selection (a ``torch.quantile`` threshold kept with ``>=``) keeps every tie at
-the threshold, has no bottom or random mode and no kept-token normalisation, and logs nothing about the mask.
-
-**Logged** (averaged per logging step like TRL's metrics, so they reach ``metrics.jsonl`` and W&B):
-``entropy_mask/kept_fraction`` (reads rho: a mask that silently keeps everything was a real bug of the official
-code), ``entropy_mask/entropy_p50|p80|p90|p99`` over all completion tokens, and the mean entropy of the kept and
-dropped tokens. At each log, the ``forking_tokens`` highest-entropy tokens of the latest batch go, in context, to
-the ``forking_tokens`` table (``<run folder>/forking_tokens.jsonl`` and W&B), through the run's metrics sink.
-
-**Composing it with another algorithm** (e.g. ``algorithm=socraticpo``):
-
-1. Settings: give the option a field ``entropy_mask: EntropyMask | None = None`` (YAML ``entropy_mask: null``).
-   Components build a nested block from its dict and check it: ``algorithm.entropy_mask={rho:0.2,mode:top}`` on
-   the command line; errors read ``algorithm.entropy_mask.rho=...``.
-2. Trainer: put the mixin before TRL's trainer, ``class MyTrainer(EntropyMaskMixin, GRPOTrainer)`` (or
-   ``with_entropy_mask(GRPOTrainer)``), and construct it with ``entropy_mask=<settings or None>`` and
-   ``metrics_sink=ctx.sink``. With ``None`` it changes nothing.
-3. The mask acts on TRL's token mask (``completion_mask`` times ``tool_mask``): tokens outside it, such as teacher
-   turns, are neither counted nor kept, so only the student's tokens compete for the rho share. Overriding the
-   rollout or the advantages is fine; an override of ``_compute_loss`` must call ``super()._compute_loss``.
-4. Leave ``trl_args.top_entropy_quantile`` unset: the mixin drives that switch itself.
-
-The random mode's stream is not checkpointed: a resumed run draws other random masks than an uninterrupted one.
+Why a subclass: TRL's ``top_entropy_quantile`` already routes the loss through ``get_high_entropy_mask`` and applies
+its result where it belongs (the policy term and the entropy bonus, not the KL); the mixin overrides that hook only,
+because TRL's selection keeps every tie at its quantile threshold, has no bottom/random mode and no kept-token
+normalisation, and logs nothing about the mask.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any
 
-from socratic_exp.component import Component
+import torch
+from trl import GRPOTrainer
+
+from socratic_exp.algorithms.entropy_masked.mask import SEQUENCE_MEAN_LOSSES, kept_count, select_top
 
 if TYPE_CHECKING:
-    import torch
-
-    from socratic_exp.run import MetricsSink
+    from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+    from socratic_exp.run_folder import MetricsSink
 
 PERCENTILES = (50, 80, 90, 99)
-SEQUENCE_MEAN_LOSSES = ("grpo", "sapo")  # TRL averages these over each sequence's tokens first
 CONTEXT_BEFORE, CONTEXT_AFTER = 32, 8  # tokens of context around a forking token in the table
-
-
-@dataclasses.dataclass(kw_only=True)
-class EntropyMask(Component):
-    """The mask's settings: a nested ``algorithm.entropy_mask`` block, or flat keys of ``algorithm=entropy_masked``."""
-
-    config_group: ClassVar[str] = "algorithm.entropy_mask"
-
-    rho: float = 0.2
-    mode: Literal["top", "bottom", "random"] = "top"
-    normalize: Literal["all_tokens", "kept_tokens"] = "all_tokens"
-    forking_tokens: int = 8
-
-    def validate(self) -> None:
-        self.check_range("rho", gt=0.0, le=1.0)
-        self.check_range("forking_tokens", ge=0)
-
-
-def kept_count(tokens: int, rho: float) -> int:
-    """How many of ``tokens`` the mask keeps: rho of them, rounded, at least one (none would train nothing)."""
-    return min(tokens, max(1, round(rho * tokens)))
-
-
-def select_top(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """A boolean mask of the ``k`` highest ``scores`` (1-D); among equal scores the earlier one wins."""
-    import torch
-
-    keep = torch.zeros_like(scores, dtype=torch.bool)
-    keep[torch.sort(scores, descending=True, stable=True).indices[:k]] = True
-    return keep
 
 
 def with_entropy_mask(base: type) -> type:
@@ -116,8 +50,6 @@ class EntropyMaskMixin:
         # included (the analysis is then logged and every token kept, so the loss is GRPO's exactly).
         self.top_entropy_quantile = 0.0
         if entropy_mask.mode == "random":
-            import torch
-
             # A private stream: the random mask leaves the sampling RNG (and so the rollouts) as in the other modes.
             self._mask_generator = torch.Generator(device=self.accelerator.device)
             self._mask_generator.manual_seed(self.args.seed + self.accelerator.process_index)
@@ -134,8 +66,6 @@ class EntropyMaskMixin:
         settings = self.entropy_mask_settings
         if settings is None:
             return super().get_high_entropy_mask(entropies, mask, threshold)
-        import torch
-
         valid = mask.bool()
         local_entropy = entropies.detach()[valid].float()
         if settings.mode == "random":
@@ -162,8 +92,6 @@ class EntropyMaskMixin:
 
     def _gather_tokens(self, local: torch.Tensor) -> tuple[torch.Tensor, slice]:
         """Every process's rows of ``local`` (one per token) in process order, and where this process's rows are."""
-        import torch
-
         accelerator = self.accelerator
         counts = accelerator.gather(torch.tensor([local.shape[0]], device=local.device))
         padded = accelerator.pad_across_processes(local, dim=0)
@@ -174,8 +102,6 @@ class EntropyMaskMixin:
         return gathered[real], slice(offset, offset + local.shape[0])
 
     def _log_entropy_analysis(self, entropy: torch.Tensor, keep: torch.Tensor) -> None:
-        import torch
-
         ordered = entropy.sort().values
         last = ordered.numel() - 1
         values = {
@@ -227,3 +153,7 @@ class EntropyMaskMixin:
                 }
             )
         return rows
+
+
+class EntropyMaskedTrainer(EntropyMaskMixin, GRPOTrainer):
+    """``algorithm=entropy_masked``: TRL's GRPOTrainer with the entropy mask."""

@@ -1,0 +1,1 @@
+"""``algorithm=grpo``: TRL's GRPOTrainer as it is; ``config.py`` maps the config onto ``trl.GRPOConfig``."""
