@@ -1,0 +1,106 @@
+"""The package's layout: nothing below ``run.py`` imports it, no import cycles, one package per method."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "socratic_exp"
+METHODS = ("grpo", "entropy_masked", "socraticpo", "socratic_rl", "sdpo", "vpd")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, top_level_only: bool) -> set[str]:
+    """The socratic_exp modules ``path`` imports (``from a import b`` counts as ``a`` and, if a module, ``a.b``)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.If) and top_level_only:  # `if TYPE_CHECKING:` imports never run
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {name for name in found if name in modules and name.startswith("socratic_exp")}
+
+
+def test_nothing_below_run_imports_run():
+    offenders = [
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if module_name(path) not in ("socratic_exp.run", "socratic_exp.__main__")
+        and "socratic_exp.run" in imports(path, top_level_only=False)
+    ]
+    assert offenders == []
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(node: str, stack: list[str]) -> None:
+        if node in stack:
+            cycles.append([*stack[stack.index(node) :], node])
+            return
+        for child in sorted(graph.get(node, ())):
+            if child not in done:
+                visit(child, [*stack, node])
+        done.add(node)
+
+    for name in sorted(graph):
+        visit(name, [])
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_at_module_level():
+    graph = {module_name(p): imports(p, top_level_only=True) for p in PACKAGE.rglob("*.py")}
+    assert sum(map(len, graph.values())) > 50  # the graph was read
+    assert find_cycles(graph) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_is_a_package_with_a_config(method):
+    folder = PACKAGE / "algorithms" / method
+    assert (folder / "__init__.py").is_file()
+    assert (folder / "config.py").is_file()
+    tree = ast.parse((folder / "config.py").read_text())
+    top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    heavy = {name for name in top if name.split(".")[0] in ("torch", "transformers", "trl", "wandb")}
+    assert heavy == set()  # composing a config stays light
+
+
+def test_trainer_modules_import_without_run():
+    """Every trainer class is at module level, importable by name, and importing it does not pull in run.py."""
+    trainers = sorted(module_name(p) for p in (PACKAGE / "algorithms").glob("*/trainer.py"))
+    assert len(trainers) >= 5
+    code = "\n".join(
+        [
+            "import importlib, inspect, sys",
+            f"for name in {trainers!r}:",
+            "    module = importlib.import_module(name)",
+            "    classes = [c for _, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == name]",
+            "    assert any(c.__name__.endswith('Trainer') for c in classes), name",
+            "assert 'socratic_exp.run' not in sys.modules",
+            "print('ok')",
+        ]
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "ok"
