@@ -14,7 +14,7 @@ from conftest import compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.algorithms.self_distillation import (
+from socratic_exp.algorithms.sdpo.contexts import (
     PLAIN_TEMPLATES,
     SDPO_TEMPLATES,
     ContextSettings,
@@ -22,10 +22,9 @@ from socratic_exp.algorithms.self_distillation import (
     Templates,
     build_contexts,
     environment_feedback,
-    reshaped_advantages,
-    reweighted_advantages,
 )
-from socratic_exp.algorithms.vpd import e_step_loss, solve_beta, target_kl, teacher_support_kl, tilted_target
+from socratic_exp.algorithms.sdpo.losses import reshaped_advantages, reweighted_advantages
+from socratic_exp.algorithms.vpd.estep import e_step_loss, solve_beta, target_kl, teacher_support_kl, tilted_target
 
 torch = pytest.importorskip("torch")
 
@@ -332,7 +331,7 @@ def test_the_trust_region_keeps_the_teacher_within_its_bound_of_the_student(vpd_
 @pytest.mark.slow
 def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
     """TRL's fused LM head binds the plain forward to the student: a deep copy must still use its own weights."""
-    from socratic_exp.algorithms.self_distillation import full_logits
+    from socratic_exp.algorithms.sdpo.losses import full_logits
     from socratic_exp.models.base import frozen_copy
 
     trainer, output, _, _, _ = vpd_batch
