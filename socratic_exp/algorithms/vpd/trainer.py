@@ -111,18 +111,7 @@ class VPDTrainer(SDPOTrainer):
         groups = len(rollouts) // self.num_generations
         tokens = self._token_mask(output)
         keep = output["completion_ids"].size(1)
-        device = tokens.device
-        rewards = torch.tensor([r.score for r in rollouts], device=device).view(groups, -1)
-        with torch.no_grad():
-            student = self._student_sequence_logps(output, tokens, keep)
-            prior = torch.zeros_like(rewards)
-            if self.reference_model is not None:
-                ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-                mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-                reference, _ = self._sampled_logps(self.reference_model, ids, mask, keep)
-                prior = ((reference * tokens).sum(1) - student).view(groups, -1)
-        beta = settings.tilt_beta or solve_beta(rewards, settings.trust_region, prior)
-        target, _ = tilted_target(rewards, beta, prior)
+        rewards, student, prior, beta, target = self.e_step_target(output, rollouts)
         snapshot = [p.detach().clone() for p in self.teacher_parameters]
         was_training = self.teacher_model.training
         self.teacher_model.eval()  # no dropout: the bound is checked on the function the M-step will use
@@ -167,6 +156,26 @@ class VPDTrainer(SDPOTrainer):
             "teacher_entropy": entropy,
             "prior_log_weight_std": float(prior.std()) if self.reference_model is not None else 0.0,
         }
+
+    def e_step_target(self, output: dict[str, Any], rollouts: list[Any]) -> tuple[Any, Any, Any, float, Any]:
+        """The E-step's target on the batch: rewards (groups, G), the student's sequence log-probabilities (B,), the
+        prior's log-weights l = log pi_ref - log pi_theta (groups, G; zero for the dynamic prior), beta and q*."""
+        settings: VPD = self.sdpo
+        groups = len(rollouts) // self.num_generations
+        tokens = self._token_mask(output)
+        keep = output["completion_ids"].size(1)
+        rewards = torch.tensor([r.score for r in rollouts], device=tokens.device).view(groups, -1)
+        with torch.no_grad():
+            student = self._student_sequence_logps(output, tokens, keep)
+            prior = torch.zeros_like(rewards)
+            if self.reference_model is not None:
+                ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+                mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+                reference, _ = self._sampled_logps(self.reference_model, ids, mask, keep)
+                prior = ((reference * tokens).sum(1) - student).view(groups, -1)
+        beta = settings.tilt_beta or solve_beta(rewards, settings.trust_region, prior)
+        target, _ = tilted_target(rewards, beta, prior)
+        return rewards, student, prior, beta, target
 
     def _student_sequence_logps(self, output: dict[str, Any], tokens: Any, keep: int) -> Any:
         student = output.get("old_per_token_logps")
