@@ -29,6 +29,7 @@ from socratic_exp.algorithms.vpd.estep import (
     e_step_loss,
     solve_beta,
     step_bound,
+    support_kl,
     target_kl,
     teacher_support_kl,
     tilted_target,
@@ -105,6 +106,18 @@ def test_two_trajectory_e_step_loss_and_gradient_by_hand():
     assert both.grad.flatten().tolist() == pytest.approx([-0.190399, 0.190399, 0.0, 0.0], abs=1e-6)  # group mean
 
 
+def test_one_group_may_be_a_flat_support():
+    """A single group as a (G,) tensor gives the same numbers as a (1, G) one (the support is the last dimension)."""
+    target = torch.tensor([0.880797, 0.119203])
+    three_to_one = torch.tensor([math.log(3.0), 0.0])
+    assert float(e_step_loss(three_to_one, target)) == pytest.approx(0.053306, abs=1e-5)
+    assert target_kl(torch.tensor([1.0, 0.0]), 0.5) == pytest.approx(0.327813, abs=1e-6)
+    prior = torch.tensor([math.log(0.8), math.log(0.2)])
+    assert teacher_support_kl(three_to_one, prior) == pytest.approx(0.007382, abs=1e-6)
+    assert float(support_kl(torch.tensor([0.75, 0.25]).log(), prior)) == pytest.approx(0.007382, abs=1e-6)
+    assert tilted_target(torch.tensor([1.0, 0.0]), 0.5)[0].tolist() == pytest.approx([0.880797, 0.119203], abs=1e-6)
+
+
 def test_beta_solve_lands_on_the_trust_region_by_hand():
     """One right rollout out of four, dynamic prior: at beta = 1 / log 3, q* = (3, 1, 1, 1) / 6 and KL(q* || uniform)
     = 1/2 log 2 + 1/2 log(2/3) = 1/2 log(4/3) = 0.143841. So a trust region of 0.143841 nats gives beta = 0.910239."""
@@ -151,6 +164,7 @@ def test_the_teacher_step_guard_by_hand():
     a rejected step is retried at 1/2, 1/4, ... of itself, ``max_backtracks`` times."""
     assert step_bound(0.5, 0.2) == 0.5 and step_bound(0.5, 0.8) == 0.8
     assert within_bound(0.5, 0.5) and within_bound(0.5 + 5e-7, 0.5)  # float noise of a forward pass
+    assert within_bound(0.5 + 1e-6, 0.5)  # the tolerance itself is inside
     assert not within_bound(0.5 + 2e-6, 0.5) and not within_bound(0.6, 0.5)
     assert backtrack_fractions(3) == [0.5, 0.25, 0.125]
     assert backtrack_fractions(1) == [0.5] and backtrack_fractions(0) == []
