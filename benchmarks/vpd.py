@@ -150,7 +150,7 @@ def contexts() -> None:
     line): what the distillation will push."""
     import torch
 
-    from socratic_exp.algorithms.self_distillation import (
+    from socratic_exp.algorithms.sdpo.contexts import (
         PLAIN_TEMPLATES,
         ContextSettings,
         Rollout,

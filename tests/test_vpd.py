@@ -14,7 +14,7 @@ from conftest import compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.algorithms.self_distillation import (
+from socratic_exp.algorithms.sdpo.contexts import (
     PLAIN_TEMPLATES,
     SDPO_TEMPLATES,
     ContextSettings,
@@ -22,10 +22,19 @@ from socratic_exp.algorithms.self_distillation import (
     Templates,
     build_contexts,
     environment_feedback,
-    reshaped_advantages,
-    reweighted_advantages,
 )
-from socratic_exp.algorithms.vpd import e_step_loss, solve_beta, target_kl, teacher_support_kl, tilted_target
+from socratic_exp.algorithms.sdpo.losses import reshaped_advantages, reweighted_advantages
+from socratic_exp.algorithms.vpd.estep import (
+    backtrack_fractions,
+    e_step_loss,
+    solve_beta,
+    step_bound,
+    support_kl,
+    target_kl,
+    teacher_support_kl,
+    tilted_target,
+    within_bound,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -54,20 +63,111 @@ def test_tilted_target_with_a_prior_is_the_exact_tilted_distribution():
     assert tilted_target(torch.tensor(rewards), 1e3, log_weights)[0].tolist() == pytest.approx(prior, abs=1e-3)
 
 
+def test_two_trajectory_target_and_its_kl_by_hand():
+    """One right (r=1) and one wrong (r=0) rollout, beta = 0.5. Dynamic prior (uniform on the support): q* = (e^2, 1) /
+    (e^2 + 1) = (0.880797, 0.119203), KL(q* || (1/2, 1/2)) = 0.327813 nats, log Z = log((e^2 + 1) / 2) = 1.433781.
+    Fixed prior putting (0.8, 0.2) on them: q* = (0.8 e^2, 0.2) / (0.8 e^2 + 0.2) = (0.967273, 0.032727), KL to
+    (0.8, 0.2) = 0.124416, log Z = log(0.8 e^2 + 0.2) = 1.810130."""
+    rewards = torch.tensor([[1.0, 0.0]])
+    target, log_z = tilted_target(rewards, 0.5)
+    assert target[0].tolist() == pytest.approx([0.880797, 0.119203], abs=1e-6)
+    assert float(log_z[0]) == pytest.approx(1.433781, abs=1e-6)
+    assert target_kl(rewards, 0.5) == pytest.approx(0.327813, abs=1e-6)
+    # a second group with no reward signal has q* = prior, KL 0: the mean over groups halves
+    assert target_kl(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), 0.5) == pytest.approx(0.163907, abs=1e-6)
+    # the prior's log-weights are l = log pi_ref - log pi_sampler; any constant shift of l is the same prior
+    fixed = torch.tensor([[math.log(0.8 / 0.5), math.log(0.2 / 0.5)]])
+    target, log_z = tilted_target(rewards, 0.5, fixed)
+    assert target[0].tolist() == pytest.approx([0.967273, 0.032727], abs=1e-6)
+    assert float(log_z[0]) == pytest.approx(1.810130, abs=1e-6)
+    assert target_kl(rewards, 0.5, fixed) == pytest.approx(0.124416, abs=1e-6)
+    assert target_kl(rewards, 0.5, fixed + 3.0) == pytest.approx(0.124416, abs=1e-6)
+
+
+def test_two_trajectory_e_step_loss_and_gradient_by_hand():
+    """Target (0.880797, 0.119203) as above. A teacher with log q/pi = (log 3, 0) puts (3/4, 1/4) on the support:
+    KL(q* || q_phi) = 0.053306, and its own KL to the uniform prior is 0.75 log 1.5 + 0.25 log 0.5 = 0.130812. At log
+    q/pi = (0, 0) the gradient of KL(q* || softmax(z)) is softmax(z) - q* = (-0.380797, +0.380797)."""
+    target = torch.tensor([[0.880797, 0.119203]])
+    assert float(e_step_loss(torch.tensor([[math.log(3.0), 0.0]]), target)) == pytest.approx(0.053306, abs=1e-5)
+    assert float(e_step_loss(torch.tensor([[math.log(3.0) + 7.0, 7.0]]), target)) == pytest.approx(0.053306, abs=1e-5)
+    assert teacher_support_kl(torch.tensor([[math.log(3.0), 0.0]]), torch.zeros(1, 2)) == pytest.approx(
+        0.130812, abs=1e-6
+    )
+    fixed = torch.tensor([[math.log(0.8), math.log(0.2)]])  # KL((3/4, 1/4) || (0.8, 0.2)) = 0.007382
+    assert teacher_support_kl(torch.tensor([[math.log(3.0), 0.0]]), fixed) == pytest.approx(0.007382, abs=1e-6)
+    ratio = torch.zeros(1, 2, requires_grad=True)
+    loss = e_step_loss(ratio, target)
+    assert float(loss) == pytest.approx(0.327813, abs=1e-5)  # = KL(q* || uniform)
+    loss.backward()
+    assert ratio.grad[0].tolist() == pytest.approx([-0.380797, 0.380797], abs=1e-6)
+    both = torch.zeros(2, 2, requires_grad=True)  # two groups, the second already at its (uniform) target
+    e_step_loss(both, torch.tensor([[0.880797, 0.119203], [0.5, 0.5]])).backward()
+    assert both.grad.flatten().tolist() == pytest.approx([-0.190399, 0.190399, 0.0, 0.0], abs=1e-6)  # group mean
+
+
+def test_one_group_may_be_a_flat_support():
+    """A single group as a (G,) tensor gives the same numbers as a (1, G) one (the support is the last dimension)."""
+    target = torch.tensor([0.880797, 0.119203])
+    three_to_one = torch.tensor([math.log(3.0), 0.0])
+    assert float(e_step_loss(three_to_one, target)) == pytest.approx(0.053306, abs=1e-5)
+    assert target_kl(torch.tensor([1.0, 0.0]), 0.5) == pytest.approx(0.327813, abs=1e-6)
+    prior = torch.tensor([math.log(0.8), math.log(0.2)])
+    assert teacher_support_kl(three_to_one, prior) == pytest.approx(0.007382, abs=1e-6)
+    assert float(support_kl(torch.tensor([0.75, 0.25]).log(), prior)) == pytest.approx(0.007382, abs=1e-6)
+    assert tilted_target(torch.tensor([1.0, 0.0]), 0.5)[0].tolist() == pytest.approx([0.880797, 0.119203], abs=1e-6)
+
+
+def test_beta_solve_lands_on_the_trust_region_by_hand():
+    """One right rollout out of four, dynamic prior: at beta = 1 / log 3, q* = (3, 1, 1, 1) / 6 and KL(q* || uniform)
+    = 1/2 log 2 + 1/2 log(2/3) = 1/2 log(4/3) = 0.143841. So a trust region of 0.143841 nats gives beta = 0.910239."""
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    assert solve_beta(rewards, 0.5 * math.log(4 / 3)) == pytest.approx(1 / math.log(3), rel=1e-5)
+    # two such groups and one without signal: the mean KL is 2/3 of a group's, so the same beta needs 2/3 the bound
+    three = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    assert solve_beta(three, 0.5 * math.log(4 / 3) * 2 / 3) == pytest.approx(1 / math.log(3), rel=1e-5)
+    # a region wider than any target (the sharpest q* = (1, 0, 0, 0) is log 4 = 1.386 nats out): the smallest beta
+    assert solve_beta(rewards, 1.4) == pytest.approx(1e-3)
+    # a region narrower than the flattest target in range (beta = 1e3: KL ~ 1.9e-7 nats): the largest beta
+    assert solve_beta(rewards, 1e-8) == pytest.approx(1e3)
+    # a fixed prior already leaning to the right rollout: q* is (0.8 e^2, 0.2) / Z at beta = 0.5, 0.124416 nats out
+    fixed = torch.tensor([[math.log(0.8), math.log(0.2)]])
+    assert solve_beta(torch.tensor([[1.0, 0.0]]), 0.124416, fixed) == pytest.approx(0.5, rel=1e-4)
+
+
+def _uniform_prior_kl(rewards: list[list[float]], beta: float) -> float:
+    """KL(softmax(r / beta) || uniform), averaged over groups, written out in plain Python (not the module's code)."""
+    total = 0.0
+    for group in rewards:
+        weights = [math.exp((r - max(group)) / beta) for r in group]
+        z = sum(weights)
+        total += sum(w / z * math.log(w / z * len(group)) for w in weights if w > 0)
+    return total / len(rewards)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4), min_size=1, max_size=6),
     st.floats(0.01, 1.5),
 )
 def test_adaptive_beta_puts_the_target_on_the_trust_region(groups, bound):
-    rewards = torch.tensor(groups)
-    beta = solve_beta(rewards, bound)
-    reachable = target_kl(rewards, 1e-3)
-    if reachable <= bound:  # even the sharpest target is inside: beta is the interval's end
+    beta = solve_beta(torch.tensor(groups), bound)
+    if _uniform_prior_kl(groups, 1e-3) <= bound:  # even the sharpest target is inside: beta is the interval's end
         assert beta == pytest.approx(1e-3)
     else:
-        assert target_kl(rewards, beta) == pytest.approx(bound, abs=1e-4)
-    assert target_kl(rewards, beta) <= bound + 1e-4
+        assert _uniform_prior_kl(groups, beta) == pytest.approx(bound, abs=1e-4)
+    assert _uniform_prior_kl(groups, beta) <= bound + 1e-4
+
+
+def test_the_teacher_step_guard_by_hand():
+    """A step may end at max(trust region, where the teacher was): inside stays inside, outside never goes further;
+    a rejected step is retried at 1/2, 1/4, ... of itself, ``max_backtracks`` times."""
+    assert step_bound(0.5, 0.2) == 0.5 and step_bound(0.5, 0.8) == 0.8
+    assert within_bound(0.5, 0.5) and within_bound(0.5 + 5e-7, 0.5)  # float noise of a forward pass
+    assert within_bound(0.5 + 1e-6, 0.5)  # the tolerance itself is inside
+    assert not within_bound(0.5 + 2e-6, 0.5) and not within_bound(0.6, 0.5)
+    assert backtrack_fractions(3) == [0.5, 0.25, 0.125]
+    assert backtrack_fractions(1) == [0.5] and backtrack_fractions(0) == []
 
 
 def test_e_step_loss_vanishes_at_the_target_and_pushes_toward_it():
@@ -79,6 +179,33 @@ def test_e_step_loss_vanishes_at_the_target_and_pushes_toward_it():
     e_step_loss(ratio, target).backward()
     assert ratio.grad[0, 0] < 0 and ratio.grad[0, 1] > 0  # descent raises the rewarded, lowers the others
     assert teacher_support_kl(torch.zeros(1, 4), torch.zeros(1, 4)) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(("every", "expected"), [(1, [0, 1, 2, 3, 4, 5, 6]), (3, [0, 3, 6]), (4, [0, 4])])
+def test_the_e_step_runs_every_e_step_every_steps(every, expected):
+    """The trainer's own schedule (``VPDTrainer._after_contexts``) over optimizer steps 0-6, two generation calls per
+    step (the second, e.g. evaluation or a second generation batch, never adds an E-step), eval batches never."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from socratic_exp.algorithms.vpd.trainer import VPDTrainer
+
+    ran = []
+    trainer = SimpleNamespace(
+        sdpo=SimpleNamespace(e_step_every=every),
+        state=SimpleNamespace(global_step=0),
+        _last_e_step=None,
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+        e_step=lambda output, rollouts: ran.append(trainer.state.global_step) or {"beta": 1.0, "backtracks": None},
+    )
+    for step in range(7):
+        trainer.state.global_step = step
+        VPDTrainer._after_contexts(trainer, {}, [], "eval")
+        VPDTrainer._after_contexts(trainer, {}, [], "train")
+        VPDTrainer._after_contexts(trainer, {}, [], "train")
+    assert ran == expected
+    assert trainer._metrics["train"]["vpd/beta"] == [1.0] * len(expected) and not trainer._metrics["eval"]
+    assert "vpd/backtracks" not in trainer._metrics["train"]  # None values are not logged
 
 
 @pytest.mark.parametrize(
@@ -218,17 +345,16 @@ def test_reweighting_moves_advantage_between_tokens_without_changing_its_total(d
 # --- the trainers on the tiny model --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def vpd_batch(cache_dir):
-    """A VPD trainer with a shared teacher (the E-step updates the student's weights) and one batch of rollouts with
-    the environment's feedback; the E-step is left to the tests."""
+def _vpd_trainer(cache_dir, *overrides):
+    """A VPD trainer on the warm-started tiny student with a shared teacher (the E-step updates the student's weights)
+    and the environment's feedback, and the task's data."""
     from socratic_exp.algorithms.base import RunContext
     from socratic_exp.components import build_components
 
     cfg = compose(
         "algorithm=vpd", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",
         "algorithm.ema_update_rate=0", "debug=fast", "debug=quick_warmstart", "logger=none",
-        f"model.cache_dir={cache_dir}",
+        f"model.cache_dir={cache_dir}", *overrides,
     )  # fmt: skip
     c = build_components(cfg, {"algorithm": "vpd"})
     student = c.model.load(c.task)
@@ -245,13 +371,21 @@ def vpd_batch(cache_dir):
     )
     trainer = c.algorithm.build_trainer(ctx)
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests skip
+    return trainer, data, student.tokenizer
+
+
+@pytest.fixture(scope="module")
+def vpd_batch(cache_dir):
+    """A VPD trainer (dynamic prior) and one batch of rollouts with the environment's feedback; the E-step is left to
+    the tests."""
+    trainer, data, tokenizer = _vpd_trainer(cache_dir)
     captured = {}
     trainer._after_contexts = lambda output, rollouts, mode: captured.update(rollouts=rollouts)
     rows = [dict(data["train"][i]) for i in range(4) for _ in range(4)]
     trainer.model.train()
     output = trainer._generate_and_score_completions(rows)
     initial = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    return trainer, output, captured["rollouts"], initial, student.tokenizer
+    return trainer, output, captured["rollouts"], initial, tokenizer
 
 
 def alternating(rollouts):
@@ -330,9 +464,50 @@ def test_the_trust_region_keeps_the_teacher_within_its_bound_of_the_student(vpd_
 
 
 @pytest.mark.slow
+def test_the_dynamic_anchor_follows_the_student_and_the_fixed_one_does_not(vpd_batch, cache_dir):
+    """Eq. 7 against the Figure 5 ablation: two trainers that differ only in ``reference_prior``, same student, same
+    batch, beta fixed at 1. Before any student step both priors are the student, so both targets are softmax(r) over
+    each group: rewards (0, 1, 0, 1) give (1, e, 1, e) / (2 + 2e) = (0.134471, 0.365529, ...). After one student step
+    the dynamic prior is the new student (log-weights 0, the same target); the fixed prior is still the initial
+    student, log-weights log pi_0 - log pi_1 != 0, so its target moves."""
+    dynamic, output, rollouts, initial, _ = vpd_batch
+    fixed, _, _ = _vpd_trainer(cache_dir, "algorithm.reference_prior=fixed")
+    rollouts = alternating(rollouts)
+    softmax_r = torch.tensor([0.134471, 0.365529] * 8).view(4, 4)
+    dynamic.model.load_state_dict(initial)
+    fixed.model.load_state_dict(initial)
+    fixed.reference_model.load_state_dict(initial)  # both start from the batch's student
+    for trainer in (dynamic, fixed):
+        trainer.sdpo.tilt_beta = 1.0
+        _, _, prior, beta, target = trainer.e_step_target(output, rollouts)
+        assert beta == 1.0 and float(prior.abs().max()) < 1e-4
+        assert torch.allclose(target, softmax_r, atol=1e-4)
+    inputs = dict(output, distill_mask=torch.ones_like(output["distill_mask"]))
+    for trainer in (dynamic, fixed):  # one M-step (plain SGD on the distillation loss), the same on both
+        trainer.model.zero_grad(set_to_none=True)
+        trainer._distillation_loss(trainer.model, inputs).backward()
+        with torch.no_grad():
+            for parameter in trainer.model.parameters():
+                if parameter.grad is not None:
+                    parameter.add_(parameter.grad, alpha=-0.5)
+        trainer.model.zero_grad(set_to_none=True)
+    assert not all(torch.equal(p, initial[k]) for k, p in dynamic.model.state_dict().items())
+    _, _, dynamic_prior, _, dynamic_target = dynamic.e_step_target(output, rollouts)
+    _, _, fixed_prior, _, fixed_target = fixed.e_step_target(output, rollouts)
+    assert float(dynamic_prior.abs().max()) == 0.0 and torch.allclose(dynamic_target, softmax_r, atol=1e-4)
+    assert float(fixed_prior.abs().max()) > 1e-2  # log pi_0 - log pi_1 of the rollouts
+    assert float((fixed_target - dynamic_target).abs().max()) > 1e-3
+    # the fixed target is the tilted prior by hand: pi_0 / pi_1 times exp(r), renormalised over each group
+    by_hand = fixed_prior.exp() * torch.tensor([1.0, math.e] * 8).view(4, 4)
+    assert torch.allclose(fixed_target, by_hand / by_hand.sum(1, keepdim=True), atol=1e-5)
+    dynamic.model.load_state_dict(initial)
+    dynamic.sdpo.tilt_beta = None
+
+
+@pytest.mark.slow
 def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
     """TRL's fused LM head binds the plain forward to the student: a deep copy must still use its own weights."""
-    from socratic_exp.algorithms.self_distillation import full_logits
+    from socratic_exp.algorithms.sdpo.losses import full_logits
     from socratic_exp.models.base import frozen_copy
 
     trainer, output, _, _, _ = vpd_batch

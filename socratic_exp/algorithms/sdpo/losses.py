@@ -1,0 +1,75 @@
+"""SDPO's distillation loss and the teacher-guided advantages of the VPD paper's hybrids (Appendix B).
+
+TRL's ``trl.experimental.sdpo.loss_utils`` (sampled-token reverse KL, full-vocabulary or top-k divergences with an
+optional tail bucket) computes the per-token divergence; only the top-k is capped at the vocabulary size (the tiny
+model has 98 tokens, SDPO's official k is 100). The advantage functions are pure tensor maths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def per_token_divergence(
+    student_logits: Any,
+    teacher_logits: Any,
+    completion_ids: Any,
+    *,
+    mode: str,
+    alpha: float,
+    topk: int | None,
+    add_tail: bool,
+) -> Any:
+    """The per-token distillation loss (B, T) with TRL's SDPO loss functions."""
+    from trl.experimental.sdpo.loss_utils import (
+        compute_full_logit_self_distillation_loss,
+        compute_sampled_token_self_distillation_loss,
+        compute_topk_self_distillation_loss,
+    )
+
+    if mode == "sampled_token":
+        return compute_sampled_token_self_distillation_loss(
+            student_logits, teacher_logits, completion_ids, distillation_alpha=alpha
+        )
+    if mode == "full_logits" or (topk is not None and topk >= student_logits.size(-1)):
+        return compute_full_logit_self_distillation_loss(student_logits, teacher_logits, distillation_alpha=alpha)
+    return compute_topk_self_distillation_loss(
+        student_logits, teacher_logits, distillation_topk=topk, distillation_alpha=alpha, distillation_add_tail=add_tail
+    )
+
+
+def full_logits(model: Any, input_ids: Any, attention_mask: Any, keep: int, temperature: float) -> Any:
+    """Next-token logits of the last ``keep`` positions' tokens, divided by the sampling temperature.
+
+    The class's own forward is called: TRL patches the student's forward with a fused LM head whose plain path is
+    bound to the student, so calling a deep copy's ``forward`` would silently score with the student's weights.
+    """
+    outputs = type(model).forward(
+        model, input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep + 1, use_cache=False
+    )
+    return outputs.logits[:, :-1][:, -keep:].float() / temperature
+
+
+def reshaped_advantages(advantages: Any, delta: Any, tokens: Any, coef: float) -> Any:
+    """Advantage reshaping (VPD paper, B.2): A_t = A + coef * delta_t, delta_t = sg(log q - log pi) (zero where the
+    rollout has no usable feedback). ``advantages`` (B,), ``delta`` and ``tokens`` (B, T)."""
+    return (advantages.unsqueeze(1) + coef * delta) * tokens
+
+
+def reweighted_advantages(advantages: Any, delta: Any, tokens: Any, clip: float) -> Any:
+    """Distillation-guided reweighting (B.3, our reading): A_t = A * w_t, w_t = clip(exp(sign(A) delta_t), 1/clip,
+    clip) normalised to mean 1 over the rollout's tokens, so each rollout's summed advantage is unchanged."""
+    import torch
+
+    advantages = advantages.unsqueeze(1)
+    weights = torch.exp(torch.sign(advantages) * delta).clamp(1 / clip, clip) * tokens
+    mean = weights.sum(1, keepdim=True) / tokens.sum(1, keepdim=True).clamp(min=1)
+    return advantages * weights / mean.clamp(min=1e-8)
+
+
+def margin_between(per_sample: Any, correct: Any) -> float | None:
+    """Mean of ``per_sample`` over correct rollouts minus over incorrect ones (None unless both occur)."""
+    correct = correct.bool()
+    if correct.all() or not correct.any():
+        return None
+    return float(per_sample[correct].mean() - per_sample[~correct].mean())

@@ -1,0 +1,301 @@
+"""``algorithm=sdpo``'s trainer: Self-Distillation Policy Optimization (SDPO, arXiv 2601.20802), the baseline of VPD.
+
+The teacher is the model conditioned on feedback (a successful sibling rollout, the verifier's reason, or a
+teacher's critique: ``contexts.py``); the student distils the teacher's token
+distribution on its own on-policy rollouts, only on the rollouts with usable feedback.
+
+**Built on TRL's pieces.** The per-token divergences, the top-k tail bucket and the clipped importance ratio are TRL's
+(``trl.experimental.sdpo.loss_utils``), the EMA teacher update is TRL's ``SyncRefModelCallback.sync_target_model``
+(what TRL's SDPO teacher sync calls). The trainer is TRL's ``GRPOTrainer``, not ``trl.experimental.sdpo.SDPOTrainer``:
+the SDPO trainer is a separate trainer with its own rollout and sampler, while the run's prompt samplers, the
+completions table, the GRPO losses the hybrids combine with, and the comparison with ``algorithm=grpo`` on the same
+rollout code all live on ``GRPOTrainer``. The feedback context is built here rather than read from a
+``privileged_context`` dataset column as TRL does, because our feedback (verdicts, teacher critiques) exists only
+after the rollout.
+
+**Departures from TRL's SDPO (settings keep TRL's defaults unless said).** Feedback sources beyond TRL's two
+(``teacher``); completion-style templates (``context_style=plain``, see the helper module); ``teacher_weights``:
+``shared`` (TRL's ``live``) or ``copy``, which ``ema_update_rate`` moves toward the student after every step (TRL's
+``ema``; 0 keeps the initial student, TRL's ``base``); ``loss_aggregation=token_mean`` (the official code's) next to
+TRL's per-sequence mean; ``topk`` capped at the vocabulary; the hybrid baselines of the VPD paper's Appendix B:
+
+- ``joint``: ``distill_weight * L_SDPO + rl_weight * L_GRPO`` (B.23), with TRL's GRPO loss (``loss_type``, ``beta``...),
+  which scores the student in a second forward pass.
+- ``advantage_reshaping``: GRPO with the per-token advantage A_t = A_GRPO + ``reshape_coef`` * sg(log q(y_t | x, C,
+  y_<t) - log pi(y_t | x, y_<t)) on rollouts with usable feedback (the SDPO token advantage added to GRPO's).
+- ``reweighting``: GRPO whose sequence advantage is spread over the tokens by the teacher: w_t = clip(exp(sign(A) *
+  (log q - log pi)), 1/c, c), normalised to mean 1 over the rollout's tokens (c = ``reweight_clip``). The paper's
+  definition is cut off in the text we have; this is our reading: tokens the teacher prefers get more of a positive
+  advantage, tokens it rejects more of a negative one, and the sequence's total advantage is unchanged.
+
+**Telemetry** (every step): ``self_distillation/teacher_student_kl`` (k1 estimate of KL(student || teacher) on the
+distilled tokens), ``teacher_entropy``, ``reward_margin`` (mean per-token log q/pi of correct minus incorrect
+rollouts: does the teacher tell them apart?), ``usable_feedback_share`` and the share per source,
+``distillation_loss``. The teacher's memory (shared weights or a copy, and its size) is logged at start and kept in
+``self_distillation/teacher_copy_mb``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+from trl.experimental.sdpo.loss_utils import apply_importance_sampling_clipping
+from trl.trainer.callbacks import SyncRefModelCallback
+from trl.trainer.utils import pad, selective_log_softmax
+
+from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
+from socratic_exp.algorithms.sdpo.losses import (
+    full_logits,
+    margin_between,
+    per_token_divergence,
+    reshaped_advantages,
+    reweighted_advantages,
+)
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.sdpo.config import SDPO
+    from socratic_exp.components import Components
+
+log = logging.getLogger("socratic_exp")
+
+
+class EMATeacherCallback(TrainerCallback):
+    """After each optimizer step the teacher copy moves ``ema_update_rate`` of the way to the student."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        trainer = self.trainer
+        student = trainer.accelerator.unwrap_model(trainer.model)
+        with torch.no_grad():
+            SyncRefModelCallback.sync_target_model(student, trainer.teacher_model, trainer.sdpo.ema_update_rate)
+
+
+class SDPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer whose loss is SDPO's self-distillation (or one of the hybrids)."""
+
+    def __init__(self, *args: Any, sdpo: SDPO, components: Components, chat: bool, **kwargs: Any):
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # trl.experimental.sdpo's loss functions
+        self.sdpo = sdpo
+        self.components = components
+        self.chat = chat
+        self.context_settings = sdpo.context_settings(chat)
+        self._rows: list[dict[str, Any]] = []
+        super().__init__(*args, **kwargs)
+        student = self.accelerator.unwrap_model(self.model)
+        if sdpo.teacher_weights == "shared":
+            self.teacher_model = student
+        else:
+            from socratic_exp.models.base import frozen_copy
+
+            self.teacher_model = frozen_copy(student)
+            if sdpo.ema_update_rate > 0:
+                self.add_callback(EMATeacherCallback(self))
+        self.memory = self._teacher_memory(student)
+        log.info("%s: %s", type(sdpo).__name__.lower(), self.memory["description"])
+
+    # --- teacher memory -----------------------------------------------------------------------------------
+    def _teacher_memory(self, student: Any) -> dict[str, Any]:
+        """What the teacher costs: nothing for shared weights, a copy of the parameters otherwise (plus, for
+        VPD, the E-step's optimizer state, added by the subclass)."""
+        parameters = sum(p.numel() for p in student.parameters())
+        size_mb = sum(p.numel() * p.element_size() for p in student.parameters()) / 2**20
+        copy = self.sdpo.teacher_weights == "copy"
+        description = (
+            f"teacher = a copy of the student ({parameters:,} parameters, +{size_mb:.1f} MB)"
+            if copy
+            else "teacher = the student's own weights with the feedback in context (no extra memory)"
+        )
+        return {"copy_mb": size_mb if copy else 0.0, "description": description}
+
+    # --- rollout: contexts, hybrid advantages -------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._rows = inputs  # the answers, for the verifier and the teacher
+        output = super()._generate_and_score_completions(inputs)
+        if len(inputs) % self.num_generations:
+            raise RuntimeError(f"a local batch of {len(inputs)} does not hold whole groups of rollouts")
+        mode = "train" if self.model.training else "eval"
+        texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        verdicts = [self.components.task.verify(t, row["answer"]) for t, row in zip(texts, inputs, strict=True)]
+        rollouts = [
+            Rollout(row["prompt"], text, verdict.score, verdict.reason)
+            for row, text, verdict in zip(inputs, texts, verdicts, strict=True)
+        ]
+        critic = partial(self._critique, rollouts) if "teacher" in self.context_settings.sources else None
+        contexts = build_contexts(rollouts, self.num_generations, self.context_settings, critic)
+        device = output["completion_ids"].device
+        output["teacher_input_ids"], output["teacher_attention_mask"] = self._teacher_inputs(contexts, output)
+        output["distill_mask"] = torch.tensor([float(c.usable) for c in contexts], device=device)
+        output["correct"] = torch.tensor(
+            [float(r.score >= self.sdpo.success_threshold) for r in rollouts], device=device
+        )
+        n, groups = len(contexts), len(contexts) // self.num_generations
+        correct = output["correct"].view(groups, -1)
+        metrics = {
+            "usable_feedback_share": sum(c.usable for c in contexts) / n,
+            "solution_share": sum(c.solution is not None for c in contexts) / n,
+            "critique_share": sum(c.feedback is not None for c in contexts) / n,
+            "success_group_share": float((correct.sum(1) > 0).float().mean()),
+            "teacher_copy_mb": self.memory["copy_mb"],
+        }
+        for name, value in metrics.items():
+            self._metrics[mode][f"self_distillation/{name}"].append(value)
+        self._after_contexts(output, rollouts, mode)
+        if self.sdpo.hybrid in ("advantage_reshaping", "reweighting"):
+            output["advantages"] = self._teacher_guided_advantages(output, mode)
+        return output
+
+    def _after_contexts(self, output: dict[str, Any], rollouts: list[Rollout], mode: str) -> None:
+        """A hook once the batch has its teacher contexts (VPD's E-step)."""
+
+    def _critique(self, rollouts: list[Rollout], indices: list[int]) -> list[str]:
+        """The run's teacher's guidance on these failed rollouts (its ground-truth setting applies)."""
+        from socratic_exp.teachers.base import Attempt, GuidanceRequest
+
+        requests = [
+            GuidanceRequest.for_row(
+                self._rows[i], [Attempt(rollouts[i].completion, rollouts[i].score, rollouts[i].reason)]
+            )
+            for i in indices
+        ]
+        return self.components.teacher.guide(requests)
+
+    def _teacher_inputs(self, contexts: list[Any], output: dict[str, Any]) -> tuple[Any, Any]:
+        """Teacher prompt (left-padded, cut from the left to ``max_reprompt_len`` and to the model's context)
+        followed by the student's completion, as the teacher scores it."""
+        prompt_ids, _, _ = self._tokenize_prompts([c.prompt for c in contexts])
+        width = output["completion_ids"].size(1)
+        limit = self.sdpo.max_reprompt_len
+        positions = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
+        if positions:
+            limit = max(1, min(limit, positions - width))
+        device = output["completion_ids"].device
+        ids = [torch.tensor(list(p)[-limit:], device=device) for p in prompt_ids]
+        prompt = pad(ids, padding_value=self._tokenizer.pad_token_id, padding_side="left")
+        prompt_mask = pad([torch.ones_like(t) for t in ids], padding_value=0, padding_side="left")
+        return (
+            torch.cat([prompt, output["completion_ids"]], dim=1),
+            torch.cat([prompt_mask, output["completion_mask"]], dim=1),
+        )
+
+    def _sampled_logps(self, model: Any, input_ids: Any, attention_mask: Any, keep: int) -> tuple[Any, Any]:
+        """Per-token log-probabilities and entropies of the completion tokens (TRL's fused LM head)."""
+        logps, entropies, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, keep, compute_entropy=True
+        )
+        return logps, entropies
+
+    def _student_and_teacher_logps(self, output: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """Sampled-token log-probabilities of student and teacher and the teacher's entropies (no gradient)."""
+        keep = output["completion_ids"].size(1)
+        with torch.no_grad():
+            student = output.get("old_per_token_logps")
+            if student is None:
+                ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+                mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+                student, _ = self._sampled_logps(self.model, ids, mask, keep)
+            teacher, entropy = self._sampled_logps(
+                self.teacher_model, output["teacher_input_ids"], output["teacher_attention_mask"], keep
+            )
+        return student, teacher, entropy
+
+    def _teacher_guided_advantages(self, output: dict[str, Any], mode: str) -> Any:
+        """Per-token advantages of the ``advantage_reshaping`` and ``reweighting`` hybrids."""
+        student, teacher, entropy = self._student_and_teacher_logps(output)
+        tokens = self._token_mask(output)
+        self._record_teacher_stats(mode, teacher, student, entropy, tokens, output)
+        delta = (teacher - student) * tokens * output["distill_mask"].unsqueeze(1)
+        if self.sdpo.hybrid == "advantage_reshaping":
+            return reshaped_advantages(output["advantages"], delta, tokens, self.sdpo.reshape_coef)
+        return reweighted_advantages(output["advantages"], delta, tokens, self.sdpo.reweight_clip)
+
+    @staticmethod
+    def _token_mask(inputs: dict[str, Any]) -> Any:
+        mask = inputs["completion_mask"].float()
+        return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+
+    # --- loss ---------------------------------------------------------------------------------------------
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+        hybrid = self.sdpo.hybrid
+        if hybrid in ("advantage_reshaping", "reweighting"):
+            return super()._compute_loss(model, inputs)
+        loss = self._distillation_loss(model, inputs)
+        if hybrid == "joint":
+            loss = self.sdpo.distill_weight * loss
+            if self.sdpo.rl_weight > 0:
+                loss = loss + self.sdpo.rl_weight * super()._compute_loss(model, inputs)
+        return loss
+
+    def _distillation_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+        settings = self.sdpo
+        completion_ids = inputs["completion_ids"]
+        keep = completion_ids.size(1)
+        input_ids = torch.cat([inputs["prompt_ids"], completion_ids], dim=1)
+        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        student_logits = (
+            model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep + 1, use_cache=False)
+            .logits[:, :-1][:, -keep:]
+            .float()
+            / self.temperature
+        )
+        with torch.no_grad():
+            teacher_logits = full_logits(
+                self.teacher_model,
+                inputs["teacher_input_ids"],
+                inputs["teacher_attention_mask"],
+                keep,
+                self.temperature,
+            )
+        per_token = per_token_divergence(
+            student_logits,
+            teacher_logits,
+            completion_ids,
+            mode=settings.distillation,
+            alpha=settings.alpha,
+            topk=settings.topk,
+            add_tail=settings.add_tail,
+        )
+        student_logps = selective_log_softmax(student_logits, completion_ids)
+        old = inputs.get("old_per_token_logps")
+        if settings.is_clip is not None and old is not None:
+            per_token = apply_importance_sampling_clipping(per_token, student_logps, old, settings.is_clip)
+        tokens = self._token_mask(inputs)
+        mask = tokens * inputs["distill_mask"].unsqueeze(1)
+        if settings.loss_aggregation == "token_mean":
+            loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+        else:
+            loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+        mode = "train" if self.model.training else "eval"
+        with torch.no_grad():
+            teacher_logps = selective_log_softmax(teacher_logits, completion_ids)
+            log_q = teacher_logits.log_softmax(-1)
+            entropy = -(log_q.exp() * log_q).sum(-1)
+            self._record_teacher_stats(mode, teacher_logps, student_logps.detach(), entropy, tokens, inputs)
+            self._metrics[mode]["self_distillation/distillation_loss"].append(float(loss.detach()))
+        if mask.sum() == 0:
+            loss = student_logits.sum() * 0.0  # keeps the graph: a zero gradient, not a failed backward
+        return loss / (self.current_gradient_accumulation_steps if mode == "train" else 1.0)
+
+    def _record_teacher_stats(
+        self, mode: str, teacher: Any, student: Any, entropy: Any, tokens: Any, inputs: dict[str, Any]
+    ) -> None:
+        """Teacher-student KL and teacher entropy on the distilled tokens; the reward margin on all rollouts."""
+        distilled = tokens * inputs["distill_mask"].unsqueeze(1)
+        metrics = self._metrics[mode]
+        if distilled.sum() > 0:
+            count = distilled.sum()
+            metrics["self_distillation/teacher_student_kl"].append(
+                float(((student - teacher) * distilled).sum() / count)
+            )
+            metrics["self_distillation/teacher_entropy"].append(float((entropy * distilled).sum() / count))
+        log_ratio = ((teacher - student) * tokens).sum(1) / tokens.sum(1).clamp(min=1.0)
+        margin = margin_between(log_ratio, inputs["correct"])
+        if margin is not None:
+            metrics["self_distillation/reward_margin"].append(margin)

@@ -1,0 +1,55 @@
+"""``algorithm=vpd``'s settings (the dataclass ``conf/algorithm/vpd.yaml`` names): SDPO's, with the official SDPO
+code's M-step defaults, plus the E-step's; torch-free."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from socratic_exp.algorithms.sdpo.config import SDPO
+from socratic_exp.component import setting
+
+
+@dataclasses.dataclass(kw_only=True)
+class VPD(SDPO):
+    # the M-step as the official SDPO code runs it (conf/algorithm/sdpo_official.yaml)
+    distillation: Literal["sampled_token", "full_logits", "topk_logits"] = setting(
+        "topk_logits", "as the official SDPO code (TRL: sampled_token) | sampled_token | full_logits"
+    )
+    topk: int | None = setting(100, "official (capped at the vocabulary: the tiny model has 98 tokens)", ge=1)
+    add_tail: bool = setting(True, "official: one more bucket for the rest of the mass")
+    alpha: float = setting(0.5, "official: JSD (TRL: 1.0). 0: forward KL, 1: reverse KL", ge=0.0, le=1.0)
+    success_threshold: float = setting(
+        0.5, "official: a rollout with at least this reward is a demonstration for its siblings", ge=0.0, le=1.0
+    )
+    remove_thinking: bool = setting(True, "official: strip <think>...</think> from demonstrations")
+    feedback_only_without_solution: bool = setting(True, "official: drop feedback where a demonstration exists")
+    loss_aggregation: Literal["sequence_mean", "token_mean"] = setting(
+        "token_mean", "official: mean over the distilled tokens | sequence_mean (TRL)"
+    )
+    scale_rewards: Literal["group", "batch", "none"] = setting("none", "official (GRPO advantages of the hybrids only)")
+    # the E-step (estep.py; our reading until issue 17)
+    e_step_every: int = setting(1, "F: M-steps per E-step", ge=1)
+    e_step_iterations: int = setting(1, "teacher optimizer steps per E-step", ge=1)
+    reference_prior: Literal["dynamic", "fixed"] = setting(
+        "dynamic", "dynamic: pi_ref = the current student (Eq. 7) | fixed: the initial student (the ablation)"
+    )
+    trust_region: float = setting(
+        0.5,
+        "epsilon (nats): beta keeps KL(q* || pi_ref) at epsilon; the teacher's step stays within it",
+        gt=0.0,
+    )
+    tilt_beta: float | None = setting(
+        None, "null: beta adapted to the trust region at every E-step | a number: a fixed beta", gt=0.0
+    )
+    teacher_learning_rate: float | None = setting(
+        None, "E-step AdamW learning rate (null: algorithm.learning_rate)", gt=0.0
+    )
+    max_backtracks: int = setting(
+        4, "halvings of a teacher step that leaves the trust region, before it is rejected", ge=0
+    )
+
+    def trainer_base(self) -> type:
+        from socratic_exp.algorithms.vpd.trainer import VPDTrainer
+
+        return VPDTrainer
