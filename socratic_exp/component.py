@@ -46,8 +46,8 @@ class Component:
     config_group: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass that only changes a field's default (``max_steps: int = 150``) keeps the help text and bounds
-        the field was declared with: a plain default would drop them, and with them the range check."""
+        """A subclass that changes a field's default (``max_steps: int = 150``) keeps the help text and bounds the
+        field was declared with, unless it declares its own: a plain default would drop them, and the range check."""
         super().__init_subclass__(**kwargs)
         declared = {
             f.name: f
@@ -57,14 +57,12 @@ class Component:
         }
         for name in inspect.get_annotations(cls):
             parent = declared.get(name)
-            if parent is None or not parent.metadata.get("help"):
+            if parent is None or not parent.metadata:
                 continue
             value = cls.__dict__.get(name, dataclasses.MISSING)
             if not isinstance(value, dataclasses.Field):
                 value = dataclasses.field(default=value)
-            elif value.metadata.get("help"):
-                continue  # redeclared with help of its own
-            own = {key: item for key, item in value.metadata.items() if item}
+            own = {key: item for key, item in value.metadata.items() if item}  # its own help / bounds, where given
             setattr(
                 cls,
                 name,

@@ -210,6 +210,12 @@ class _Option(Component):
 @dataclasses.dataclass(kw_only=True)
 class _Changed(_Option):
     share: float = 0.25  # only a new default: keeps the help text and the bounds
+    count: int | None = setting(3, "a count of its own")  # new help, the bounds kept
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Rebounded(_Option):
+    count: int | None = setting(None, "a count of at least 2", ge=2)  # its own help and bounds
 
 
 def test_a_bound_violated_is_one_line_naming_the_key():
@@ -229,6 +235,13 @@ def test_a_changed_default_keeps_help_and_bounds():
     assert field.metadata["bounds"] == {"ge": 0.0, "le": 1.0}
     with pytest.raises(ConfigError, match=r"^demo\.share=-0\.1: must be >= 0\.0"):
         _Changed(share=-0.1)
+    count = next(f for f in dataclasses.fields(_Changed) if f.name == "count")
+    assert (count.default, count.metadata["help"], count.metadata["bounds"]) == (3, "a count of its own", {"ge": 1})
+    with pytest.raises(ConfigError, match=r"^demo\.count=0: must be >= 1"):
+        _Changed(count=0)
+    with pytest.raises(ConfigError, match=r"^demo\.count=1: must be >= 2"):
+        _Rebounded(count=1)
+    assert _Option(count=1).count == 1  # the base keeps its own bound
 
 
 @pytest.mark.parametrize(
