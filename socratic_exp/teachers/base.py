@@ -238,7 +238,9 @@ class Teacher(Component):
 
     config_group: ClassVar[str] = "teacher"
 
-    access_ground_truth: bool = setting(False, "the teacher sees the reference answer / solution (true: fills them in)")
+    access_ground_truth: bool = setting(
+        False, "true: the teacher is given the reference answer / solution (its template's ground-truth blocks)"
+    )
     log_samples: int = setting(
         16, "(question, attempt, guidance) rows kept per logging interval for the W&B table (0: none)", ge=0
     )
