@@ -8,6 +8,7 @@ torch, transformers, trl and wandb only inside the methods that do the heavy wor
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 import typing
 from typing import Any, ClassVar, Literal
@@ -43,6 +44,34 @@ class Component:
     """A config option: ``config_group`` names the config group, so errors read ``algorithm.beta=-1: ...``."""
 
     config_group: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that changes a field's default (``max_steps: int = 150``) keeps the help text and bounds the
+        field was declared with, unless it declares its own: a plain default would drop them, and the range check."""
+        super().__init_subclass__(**kwargs)
+        declared = {
+            f.name: f
+            for base in reversed(cls.__mro__[1:])
+            if dataclasses.is_dataclass(base)
+            for f in dataclasses.fields(base)
+        }
+        for name in inspect.get_annotations(cls):
+            parent = declared.get(name)
+            if parent is None or not parent.metadata:
+                continue
+            value = cls.__dict__.get(name, dataclasses.MISSING)
+            if not isinstance(value, dataclasses.Field):
+                value = dataclasses.field(default=value)
+            own = {key: item for key, item in value.metadata.items() if item}  # its own help / bounds, where given
+            setattr(
+                cls,
+                name,
+                dataclasses.field(
+                    default=value.default,
+                    default_factory=value.default_factory,
+                    metadata={**parent.metadata, **own},
+                ),
+            )
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))

@@ -42,6 +42,7 @@ def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> 
     choices = dict(choices or {})
     for key in sorted(OmegaConf.missing_keys(cfg)):  # a mandatory value (???) left unset
         raise ConfigError(key, NO_VALUE, "has no value", f"set it on the command line: {key}=<value>")
+    _check_seed(cfg)  # first: options get it by interpolation (${seed}) and would report it under their own key
     built: dict[str, Any] = {}
     for group in GROUPS:
         node = cfg.get(group)
@@ -106,10 +107,13 @@ def check_compatible(components: Components) -> None:
     algorithm.check_compatible(components)
 
 
-def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, task: Task, has_teacher: bool) -> None:
+def _check_seed(cfg: DictConfig) -> None:
     seed = cfg.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError("seed", seed, "must be an integer >= 0")
+
+
+def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, task: Task, has_teacher: bool) -> None:
     objective, known = cfg.get("objective"), eval_settings.metric_names(teacher=has_teacher)
     grouped = task.metric_group is not None  # such tasks also report <metric>/group_mean (e.g. across domains)
     base = (str(objective).removesuffix("/group_mean") if grouped else str(objective)).rsplit("/d", 1)[0]

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 from socratic_exp.tasks.base import render_prompt
 
 if TYPE_CHECKING:
@@ -24,27 +24,24 @@ class EvalSettings(Component):
 
     config_group: ClassVar[str] = "eval"
 
-    every_steps: int = 0
-    max_samples: int | None = None
-    batch_size: int = 200
-    max_new_tokens: int = 64
-    pass_k: int = 4
-    temperature: float = 1.0
-    sampling_seed: int = 0
-    assisted_attempts: int = 2  # with a teacher: attempts per question, with guidance after each wrong one
-    collapse_margin: float | None = None  # stop when the objective falls this far below its best (null: off)
-    collapse_patience: int = 1  # ... at this many evaluations in a row
+    every_steps: int = setting(0, "training steps between held-out evaluations (0: only before and after)", ge=0)
+    max_samples: int | None = setting(None, "held-out questions per evaluation (null: the whole split)", ge=1)
+    batch_size: int = setting(200, "questions generated for at once during evaluation", ge=1)
+    max_new_tokens: int = setting(64, "tokens generated per evaluation answer at most", ge=1)
+    pass_k: int = setting(4, "k of pass@k, sampled at eval.temperature (0: greedy accuracy only)", ge=0)
+    temperature: float = setting(1.0, "sampling temperature of the pass@k samples", gt=0.0)
+    sampling_seed: int = setting(
+        0, "seed of the pass@k samples: comparable across runs, the training RNG untouched", ge=0
+    )
+    assisted_attempts: int = setting(
+        2, "with a teacher: attempts per question, guidance after each wrong one (eval/assisted_acc)", ge=1
+    )
+    collapse_margin: float | None = setting(
+        None, "stop when the objective falls this far below its best; the best weights are kept (null: off)", ge=0.0
+    )
+    collapse_patience: int = setting(1, "evaluations in a row below (best - collapse_margin) before stopping", ge=1)
 
     def validate(self) -> None:
-        self.check_range("every_steps", ge=0)
-        self.check_range("max_samples", ge=1)
-        self.check_range("batch_size", ge=1)
-        self.check_range("max_new_tokens", ge=1)
-        self.check_range("pass_k", ge=0)
-        self.check_range("temperature", gt=0.0)
-        self.check_range("assisted_attempts", ge=1)
-        self.check_range("collapse_margin", ge=0.0)
-        self.check_range("collapse_patience", ge=1)
         self.check(
             "collapse_margin",
             self.collapse_margin is None or self.every_steps > 0,

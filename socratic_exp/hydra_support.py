@@ -63,6 +63,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("sx_sweep_dir", _sweep_dir, use_cache=True)
     if not OmegaConf.has_resolver("sx_output_subdir"):
         OmegaConf.register_new_resolver("sx_output_subdir", _output_subdir)
+    if not OmegaConf.has_resolver("sx_config_help"):
+        from socratic_exp.config_help import help_resolver
+
+        OmegaConf.register_new_resolver("sx_config_help", help_resolver)  # --help: every key with its help text
 
 
 def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -43,7 +43,7 @@ class Algorithm(Component):
     requires_teacher: ClassVar[bool] = False
     uses_distiller: ClassVar[bool] = False
 
-    max_steps: int = 100
+    max_steps: int = setting(100, "optimizer steps of the run", ge=1)
 
     def check_compatible(self, components: Components) -> None:
         """Checks that need the other components (e.g. the model's context length)."""

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 
 
 @dataclasses.dataclass
@@ -24,7 +24,7 @@ class RunInfo:
 class Logger(Component):
     config_group: ClassVar[str] = "logger"
 
-    tags: list[str] = dataclasses.field(default_factory=list)  # added to the run's component tags
+    tags: list[str] = setting(default_factory=list, help="added to the run's tags (which name its components)")
 
     def report_to(self) -> list[str]:
         """The ``report_to`` integrations for transformers / TRL trainers."""

@@ -10,17 +10,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.loggers.base import Logger, RunInfo
 
 
 @dataclasses.dataclass(kw_only=True)
 class WandbLogger(Logger):
-    project: str = "socratic_exp"
-    entity: str | None = None
-    mode: Literal["offline", "online", "disabled"] = "offline"
-    group: str | None = None
-    notes: str | None = None
+    project: str = setting("socratic_exp", "the W&B project")
+    entity: str | None = setting(None, "the W&B team or user (null: your default entity)")
+    mode: Literal["offline", "online", "disabled"] = setting(
+        "offline", "offline: files to `wandb sync` later | online: needs a login | disabled"
+    )
+    group: str | None = setting(None, "the W&B run group (null: the sweep's name in -m runs)")
+    notes: str | None = setting(None, "free-text notes stored with the W&B run")
 
     def __post_init__(self) -> None:
         self._run: Any = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 
 if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task
@@ -29,7 +29,7 @@ class ModelSpec(Component):
 
     config_group: ClassVar[str] = "model"
 
-    chat: bool = False
+    chat: bool = setting(False, "prompts go through the tokenizer's chat template (system + user turns)")
 
     def load(self, task: Task) -> Student:
         raise NotImplementedError

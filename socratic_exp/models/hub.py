@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.models.base import ModelSpec, Student
 
@@ -18,13 +19,19 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class HubModel(ModelSpec):
-    name: str
+    name: str = setting(help="a Hugging Face Hub model name or a local folder (the HF cache serves it offline)")
     chat: bool = True
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    attn_implementation: str | None = None
-    revision: str | None = None
-    trust_remote_code: bool = False
-    enable_thinking: bool | None = False  # Qwen3 chat-template switch; null passes nothing
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
+        "auto", "weights' dtype (auto: bfloat16 on GPUs that support it, else float32)"
+    )
+    attn_implementation: str | None = setting(
+        None, "transformers' attention kernel, e.g. sdpa or flash_attention_2 (null: transformers' choice)"
+    )
+    revision: str | None = setting(None, "the Hub revision (branch, tag or commit) to load (null: main)")
+    trust_remote_code: bool = setting(False, "run the model repository's own Python code (only for repos you trust)")
+    enable_thinking: bool | None = setting(
+        False, "Qwen3 chat-template switch for a thinking block (null: pass nothing to the template)"
+    )
 
     def validate(self) -> None:
         self.check("name", bool(self.name.strip()), "must name a Hub model or a local folder")

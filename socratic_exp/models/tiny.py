@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.models.base import ModelSpec, Student
 from socratic_exp.models.char_tokenizer import build_char_tokenizer, load_char_tokenizer
@@ -37,31 +38,29 @@ WARMSTART_FORMAT = 1  # bump when the corpus or training recipe changes in a way
 class TinyModel(ModelSpec):
     """A Qwen2 decoder with tied embeddings and a character vocabulary (~0.8M parameters by default)."""
 
-    hidden_size: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    intermediate_size: int = 384
-    max_length: int = 256
-    warmstart_examples: int = 40000
-    warmstart_steps: int = 700
-    warmstart_batch_size: int = 64
-    warmstart_lr: float = 2e-3
-    warmstart_seed: int = 0
-    cache_dir: str | None = None
+    hidden_size: int = setting(128, "width of the Qwen2 decoder (a multiple of num_heads)", ge=1)
+    num_layers: int = setting(4, "decoder layers", ge=1)
+    num_heads: int = setting(4, "attention heads per layer (divides hidden_size)", ge=1)
+    intermediate_size: int = setting(384, "width of each MLP block", ge=1)
+    max_length: int = setting(256, "context length in characters (prompt + completion)", ge=1)
+    warmstart_examples: int = setting(40000, "traces in the supervised warm-start corpus", ge=1)
+    warmstart_steps: int = setting(700, "supervised warm-start steps (0: RL from random weights)", ge=0)
+    warmstart_batch_size: int = setting(64, "traces per warm-start step", ge=1)
+    warmstart_lr: float = setting(2e-3, "AdamW learning rate of the warm-start", gt=0.0)
+    warmstart_seed: int = setting(
+        0, "warm-start seed; not ${seed}: every seed of a sweep starts from the same student", ge=0
+    )
+    cache_dir: str | None = setting(
+        None, "where warm-started students are cached (null: $SOCRATIC_EXP_CACHE or ~/.cache/socratic_exp)"
+    )
 
     def validate(self) -> None:
-        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_length"):
-            self.check_range(name, ge=1)
         self.check(
             "num_heads",
             self.hidden_size % self.num_heads == 0,
             f"must divide model.hidden_size ({self.hidden_size})",
             "pick a divisor of hidden_size",
         )
-        self.check_range("warmstart_examples", ge=1)
-        self.check_range("warmstart_steps", ge=0)
-        self.check_range("warmstart_batch_size", ge=1)
-        self.check_range("warmstart_lr", gt=0.0)
 
     # --- public -----------------------------------------------------------------------------------------------
     def load(self, task: Task) -> Student:

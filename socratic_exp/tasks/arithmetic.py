@@ -16,6 +16,7 @@ import random
 import re
 from typing import TYPE_CHECKING, ClassVar
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.base import Task, Verdict, WarmstartExample
@@ -79,41 +80,38 @@ def extract_answer(completion: str) -> str | None:
 class ArithmeticTask(Task):
     """Seeded generator of expressions over 1..``max_operand`` with + - * and parentheses."""
 
-    min_ops: int = 1
-    max_ops: int = 3
-    max_operand: int = 9
-    max_value: int = 99
-    train_size: int = 4000
-    eval_size: int = 400
-    probe_size: int = 100
-    misconception_rates: dict[str, float] = dataclasses.field(
-        default_factory=lambda: {"precedence": 0.5, "parentheses": 0.5}
+    min_ops: int = setting(1, "fewest operations per expression (difficulty = number of operations)", ge=1)
+    max_ops: int = setting(3, "most operations per expression (>= min_ops)", ge=1, le=12)
+    max_operand: int = setting(9, "operands are drawn from 1..max_operand", ge=1, le=99)
+    max_value: int = setting(99, "every intermediate value stays within +-max_value (>= max_operand)", ge=1)
+    train_size: int = setting(4000, "generated training problems", ge=1)
+    eval_size: int = setting(400, "generated held-out problems", ge=1)
+    probe_size: int = setting(100, "generated probe problems (Socratic-RL's viewpoint utility), never trained on", ge=0)
+    misconception_rates: dict[str, float] = setting(
+        default_factory=lambda: {"precedence": 0.5, "parentheses": 0.5},
+        help="warm-start corpus: share of traces with each misconception (precedence, parentheses), each in [0, 1]",
     )
-    slip_rate: float = 0.03
-    retry_share: float = 0.3
-    preamble_share: float = 0.15
+    slip_rate: float = setting(0.03, "warm-start corpus: share of traces with an arithmetic slip", ge=0.0, le=1.0)
+    retry_share: float = setting(
+        0.3, "warm-start corpus: share of wrong attempt -> Hint: -> corrected attempt traces", ge=0.0, le=1.0
+    )
+    preamble_share: float = setting(
+        0.15, "warm-start corpus: share of traces with a principle line before the question", ge=0.0, le=1.0
+    )
 
     name: ClassVar[str] = "arithmetic"
     fits_tiny_model: ClassVar[bool] = True
 
     def validate(self) -> None:
         super().validate()
-        self.check_range("min_ops", ge=1)
-        self.check_range("max_ops", ge=1, le=12)
         self.check("max_ops", self.max_ops >= self.min_ops, f"must be >= task.min_ops ({self.min_ops})")
-        self.check_range("max_operand", ge=1, le=99)
         self.check_range("max_value", ge=self.max_operand)
-        for name in ("train_size", "eval_size"):
-            self.check_range(name, ge=1)
-        self.check_range("probe_size", ge=0)
         for kind, rate in self.misconception_rates.items():
             self.check(
                 "misconception_rates",
                 kind in ex.MISCONCEPTIONS and 0.0 <= rate <= 1.0,
                 f"{kind}={rate} is not a misconception in {sorted(ex.MISCONCEPTIONS)} with a rate in [0, 1]",
             )
-        for name in ("slip_rate", "retry_share", "preamble_share"):
-            self.check_range(name, ge=0.0, le=1.0)
 
     def warmstart_fingerprint(self) -> dict:
         return {k: v for k, v in self.options().items() if k != "train_size"}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -70,8 +70,10 @@ class Task(Component):
     metric_group: ClassVar[str | None] = None  # a row field that evaluation also breaks accuracy down by
     fits_tiny_model: ClassVar[bool] = False  # short ASCII prompts the built-in character-level model can learn
 
-    seed: int = 0
-    data_files: dict[str, str] | None = None
+    seed: int = setting(0, "seed of the task's own random draws (which training problems; arithmetic: the data)", ge=0)
+    data_files: dict[str, str] | None = setting(
+        None, "local files per split ({train: a.jsonl, eval: b.jsonl}) instead of the generated or Hub data"
+    )
 
     def validate(self) -> None:
         for split, path in (self.data_files or {}).items():

@@ -21,6 +21,7 @@ import importlib
 import random
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import SPLITS, Task, Verdict
@@ -49,13 +50,13 @@ HOLDOUT = "holdout"
 class BenchmarkTask(Task):
     """A task over a fixed set of questions, loaded from local files or the Hub (see the module docstring)."""
 
-    hub_name: str = ""
-    hub_config: str | None = None
-    train_size: int | None = None
-    eval_size: int | None = None
-    probe_size: int = 0
-    split_seed: int = 42
-    system_prompt: str | None = None
+    hub_name: str = setting("", "the Hugging Face Hub dataset for splits without a file (from the HF cache offline)")
+    hub_config: str | None = setting(None, "the Hub dataset's config (null: its default)")
+    train_size: int | None = setting(None, "training problems, a sample drawn with seed (null: all of them)", ge=1)
+    eval_size: int | None = setting(None, "held-out problems, a sample fixed by split_seed (null: all of them)", ge=1)
+    probe_size: int = setting(0, "problems held out of training as probe tasks (Socratic-RL's viewpoint utility)", ge=0)
+    split_seed: int = setting(42, "seed of every held-out choice (eval sample, probes): the same in every run", ge=0)
+    system_prompt: str | None = setting(None, "the answer instruction (null: the task's own: step by step, \\boxed{})")
 
     name: ClassVar[str] = ""
     hub_splits: ClassVar[dict[str, str]] = {"train": "train", "eval": "test"}  # our split -> the Hub's split
@@ -66,10 +67,6 @@ class BenchmarkTask(Task):
     def validate(self) -> None:
         super().validate()
         self.check("hub_name", bool(self.hub_name.strip()), "must name a Hugging Face Hub dataset")
-        for name in ("train_size", "eval_size"):
-            self.check_range(name, ge=1)
-        self.check_range("probe_size", ge=0)
-        self.check_range("split_seed", ge=0)
 
     def instruction(self) -> str:
         return self.default_instruction if self.system_prompt is None else self.system_prompt
@@ -197,8 +194,8 @@ class EvalSetTask(MathTask):
 class MathTrainingTask(MathTask):
     """A math training set whose ``eval`` split is an evaluation set (``eval_set``) or a held-out slice of it."""
 
-    eval_set: str = HOLDOUT
-    holdout_size: int = 500
+    eval_set: str = setting(HOLDOUT, "the eval split: math500 | aime24 | aime25 | amc23 | holdout (a training slice)")
+    holdout_size: int = setting(500, "problems held out of the training pool when eval_set=holdout", ge=1)
 
     hub_splits: ClassVar[dict[str, str]] = {"train": "train"}
 
@@ -206,7 +203,6 @@ class MathTrainingTask(MathTask):
         super().validate()
         choices = [*EVAL_SETS, HOLDOUT]
         self.check("eval_set", self.eval_set in choices, "is not an evaluation set", f"use one of {choices}")
-        self.check_range("holdout_size", ge=1)
 
     def pools(self) -> dict[str, list[Row]]:
         train = self.load_rows("train")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from socratic_exp.component import setting
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import Verdict
 from socratic_exp.tasks.benchmark import BenchmarkTask, Row
@@ -19,7 +20,7 @@ from socratic_exp.tasks.hub_data import Record, text
 @dataclasses.dataclass(kw_only=True)
 class MultiArithTask(BenchmarkTask):
     hub_name: str = "ChilleD/MultiArith"
-    dedupe: bool = True
+    dedupe: bool = setting(True, "drop exact duplicate questions (the 600-problem file has 20)")
 
     name: ClassVar[str] = "multiarith"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from socratic_exp.component import setting
 from socratic_exp.tasks.benchmark import MathTrainingTask, Row
 from socratic_exp.tasks.hub_data import Located, Record, read_file, read_hub, text
 
@@ -32,16 +33,17 @@ def pass_rate(value: object) -> float | None:
 @dataclasses.dataclass(kw_only=True)
 class OpenMathTask(MathTrainingTask):
     hub_name: str = "nvidia/OpenMathReasoning"
-    hub_split: str = "cot"
-    hub_rows: int | None = 200_000
-    problem_types: list[str] = dataclasses.field(default_factory=lambda: ["has_answer_extracted"])
+    hub_split: str = setting("cot", "the Hub split whose problems are used")
+    hub_rows: int | None = setting(
+        200_000, "stream only the first N rows of the split (3.2M rows, 71 GB in all; null: download it all)", ge=1
+    )
+    problem_types: list[str] = setting(
+        default_factory=lambda: ["has_answer_extracted"],
+        help="keep problems of these problem_type values ([] keeps all)",
+    )
 
     name: ClassVar[str] = "openmath"
     parquet_columns: ClassVar[tuple[str, ...]] = ("problem", "expected_answer", "problem_type", "pass_rate_72b_tir")
-
-    def validate(self) -> None:
-        super().validate()
-        self.check_range("hub_rows", ge=1)
 
     def records(self, split: str) -> list[Located]:
         path = (self.data_files or {}).get(split)

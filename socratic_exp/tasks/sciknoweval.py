@@ -31,6 +31,7 @@ import random
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import Verdict
@@ -53,12 +54,19 @@ YES_NO_NOTE = " For a yes/no question, the answer is Yes or No, for example <ans
 @dataclasses.dataclass(kw_only=True)
 class SciKnowEvalTask(BenchmarkTask):
     hub_name: str = "hicai-zju/SciKnowEval"
-    data_dir: str | None = None
-    domain: Literal["chemistry", "physics", "biology", "material", "all"] = "chemistry"
-    level: str = "L3"
-    types: list[str] = dataclasses.field(default_factory=lambda: ["mcq-4-choices"])
-    test_ratio: float = 0.1
-    shuffle_options: bool = False
+    data_dir: str | None = setting(None, "a local copy of SciKnowEval's raw_data/ (<Domain>/L3/*.jsonl); null: the Hub")
+    domain: Literal["chemistry", "physics", "biology", "material", "all"] = setting(
+        "chemistry", "the domain trained and evaluated on (all: each domain split on its own)"
+    )
+    level: str = setting("L3", "details.level to keep (L3: knowledge reasoning)")
+    types: list[str] = setting(
+        default_factory=lambda: ["mcq-4-choices"],
+        help="question types kept (SDPO's filter): mcq-4-choices, mcq-2-choices, true_or_false",
+    )
+    test_ratio: float = setting(
+        0.1, "held-out share per domain (SDPO's train_test_split(test_size, seed=split_seed))", gt=0.0, lt=1.0
+    )
+    shuffle_options: bool = setting(False, "re-order each question's options, seeded (removes answer-position bias)")
 
     name: ClassVar[str] = "sciknoweval"
     metric_group: ClassVar[str | None] = "domain"  # accuracy per domain and their unweighted mean, as papers report
@@ -81,7 +89,6 @@ class SciKnowEvalTask(BenchmarkTask):
                 f"{kind!r} has no verifier" if kind in FREE_TEXT_TYPES else f"{kind!r} is not a SciKnowEval type",
                 f"use some of {list(CHOICE_TYPES + YES_NO_TYPES)} (free-text types are not verifiable)",
             )
-        self.check_range("test_ratio", gt=0.0, lt=1.0)
 
     def instruction(self) -> str:
         if self.system_prompt is not None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -238,8 +238,12 @@ class Teacher(Component):
 
     config_group: ClassVar[str] = "teacher"
 
-    access_ground_truth: bool = False
-    log_samples: int = 16  # (question, attempt, guidance) rows kept per logging interval for the W&B table
+    access_ground_truth: bool = setting(
+        False, "true: the teacher is given the reference answer / solution (its template's ground-truth blocks)"
+    )
+    log_samples: int = setting(
+        16, "(question, attempt, guidance) rows kept per logging interval for the W&B table (0: none)", ge=0
+    )
 
     def __post_init__(self) -> None:
         self.stats = TeacherStats()
@@ -247,9 +251,6 @@ class Teacher(Component):
         self._seen = 0
         self._sample_rng = random.Random(0)
         super().__post_init__()
-
-    def validate(self) -> None:
-        self.check_range("log_samples", ge=0)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     def preflight(self) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.run_folder import default_cache_dir
 from socratic_exp.teachers.base import (
@@ -72,27 +73,36 @@ class _LoopThread:
 
 @dataclasses.dataclass(kw_only=True)
 class BlackboxTeacher(Teacher):
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    template: str = SOCRATICPO_TEMPLATE
-    system_prompt: str | None = None
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 256
-    extra_body: dict[str, Any] = dataclasses.field(default_factory=dict)
-    max_concurrency: int = 32
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    backoff_s: float = 0.5
-    backoff_max_s: float = 20.0
-    fallback: str = FIXED_RETRY_PROMPT
-    cache: bool = True
-    cache_dir: str | None = None
-    check_server: bool = True
-    seed: int = 0
-    reflect_template: str = REFLECTION_TEMPLATE
-    exemplars: int = 3  # Socratic-RL meta-learning: best and worst measured viewpoints shown when reflecting
+    base_url: str = setting("http://127.0.0.1:8000/v1", "the OpenAI-compatible server's URL (http or https)")
+    model: str = setting("", "the served model name, e.g. Qwen/Qwen3.5-27B (required)")
+    api_key_env: str = setting(
+        "OPENAI_API_KEY", "the NAME of the environment variable holding the key, never the key (unset: no key)"
+    )
+    template: str = setting(SOCRATICPO_TEMPLATE, "the guidance prompt (SocraticPO's teaching template, App. B.2)")
+    system_prompt: str | None = setting(None, "a system turn before the guidance prompt (null: none)")
+    temperature: float = setting(0.7, "the teacher's sampling temperature (0: greedy)", ge=0.0)
+    top_p: float = setting(1.0, "the teacher's nucleus sampling (1: off)", gt=0.0, le=1.0)
+    max_tokens: int = setting(256, "tokens per guidance reply at most", ge=1)
+    extra_body: dict[str, Any] = setting(
+        default_factory=dict,
+        help="passed through in each request, e.g. {chat_template_kwargs: {enable_thinking: false}} for vLLM",
+    )
+    max_concurrency: int = setting(32, "requests in flight at once", ge=1)
+    timeout_s: float = setting(60.0, "seconds per request before it counts as failed", gt=0.0)
+    max_retries: int = setting(4, "retries on 429 / 5xx / timeouts / malformed replies (0: none)", ge=0)
+    backoff_s: float = setting(0.5, "first backoff in seconds; doubles per retry, with jitter", ge=0.0)
+    backoff_max_s: float = setting(20.0, "longest backoff in seconds", ge=0.0)
+    fallback: str = setting(FIXED_RETRY_PROMPT, "the fixed guidance used after the last retry fails (counted)")
+    cache: bool = setting(True, "on-disk response cache keyed by (model, messages, sampling parameters)")
+    cache_dir: str | None = setting(None, "the response cache's folder (null: $SOCRATIC_EXP_CACHE/teacher_responses)")
+    check_server: bool = setting(True, "one tiny request at start-up: server reachable, model served, key accepted")
+    seed: int = setting(0, "seed of the retries' backoff jitter", ge=0)
+    reflect_template: str = setting(
+        REFLECTION_TEMPLATE, "Socratic-RL: the reflection prompt that turns a failed attempt into a viewpoint"
+    )
+    exemplars: int = setting(
+        3, "Socratic-RL meta-learning: best and worst measured viewpoints shown when reflecting (0: none)", ge=0
+    )
 
     def __post_init__(self) -> None:
         self._loop: _LoopThread | None = None
@@ -114,18 +124,6 @@ class BlackboxTeacher(Teacher):
         )
         self.check("template", "{question}" in self.template, "must contain {question}")
         self.check("reflect_template", "{student_answer}" in self.reflect_template, "must contain {student_answer}")
-        self.check_range("exemplars", ge=0)
-        for name, bounds in (
-            ("temperature", {"ge": 0.0}),
-            ("top_p", {"gt": 0.0, "le": 1.0}),
-            ("max_tokens", {"ge": 1}),
-            ("max_concurrency", {"ge": 1}),
-            ("timeout_s", {"gt": 0.0}),
-            ("max_retries", {"ge": 0}),
-            ("backoff_s", {"ge": 0.0}),
-            ("backoff_max_s", {"ge": 0.0}),
-        ):
-            self.check_range(name, **bounds)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     def _start(self) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.teachers.base import (
     REFLECTION_TEMPLATE,
@@ -47,26 +48,40 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class LLMTeacher(Teacher):
-    model: str | None = None
-    template: str = SOCRATICPO_TEMPLATE
-    plain_template: str = "{question}\n{student_answer}\nHint:"
-    chat: bool | None = None  # null: use the chat template when the teacher's tokenizer has one
-    max_new_tokens: int = 128
-    temperature: float = 0.0  # 0: greedy
-    batch_size: int = 16
-    backend: Literal["transformers", "vllm"] = "transformers"
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    enable_thinking: bool | None = False
-    seed: int = 0
+    model: str | None = setting(
+        None, "a Hub name or local folder of a separate teacher (null: self-guidance with the student's weights)"
+    )
+    template: str = setting(SOCRATICPO_TEMPLATE, "instruct (chat) teachers: the guidance prompt, a user turn")
+    plain_template: str = setting(
+        "{question}\n{student_answer}\nHint:", "base models: the guidance is the completion of its last line"
+    )
+    chat: bool | None = setting(None, "use the chat template (null: when the teacher's tokenizer has one)")
+    max_new_tokens: int = setting(128, "tokens per guidance at most", ge=1)
+    temperature: float = setting(0.0, "the teacher's sampling temperature (0: greedy)", ge=0.0)
+    batch_size: int = setting(16, "guidance requests generated at once", ge=1)
+    backend: Literal["transformers", "vllm"] = setting(
+        "transformers", "generation backend (vllm: for a separate teacher model on GPU)"
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
+        "auto", "a separate teacher's dtype (auto: bfloat16 on GPUs that support it)"
+    )
+    enable_thinking: bool | None = setting(False, "Qwen3 chat-template switch (null: pass nothing to the template)")
+    seed: int = setting(0, "seed of the teacher's sampling and of its DPO meta-updates", ge=0)
     # Socratic-RL reflection and meta-learning
-    reflect_template: str = REFLECTION_TEMPLATE
-    plain_reflect_template: str = "{question}\n{student_answer}\nPrinciple:"
-    meta_steps: int = 8  # DPO steps per meta-update
-    meta_learning_rate: float = 1e-5
-    meta_beta: float = 0.1
-    meta_margin: float = 0.02  # least utility gap between the two viewpoints of a pair
-    meta_max_pairs: int = 64
-    meta_batch_size: int = 8
+    reflect_template: str = setting(
+        REFLECTION_TEMPLATE, "Socratic-RL: the reflection prompt (chat teachers) that writes one viewpoint"
+    )
+    plain_reflect_template: str = setting(
+        "{question}\n{student_answer}\nPrinciple:", "Socratic-RL, base models: the viewpoint completes the last line"
+    )
+    meta_steps: int = setting(8, "Socratic-RL meta-learning: DPO steps per meta-update of the teacher", ge=1)
+    meta_learning_rate: float = setting(1e-5, "Socratic-RL meta-learning: the teacher's DPO learning rate", gt=0.0)
+    meta_beta: float = setting(0.1, "Socratic-RL meta-learning: DPO's beta", gt=0.0)
+    meta_margin: float = setting(
+        0.02, "Socratic-RL meta-learning: least utility gap between a pair's two viewpoints", ge=0.0
+    )
+    meta_max_pairs: int = setting(64, "Socratic-RL meta-learning: preference pairs per meta-update at most", ge=1)
+    meta_batch_size: int = setting(8, "Socratic-RL meta-learning: pairs per DPO step", ge=1)
 
     def __post_init__(self) -> None:
         self._teacher: Student | None = None
@@ -84,16 +99,8 @@ class LLMTeacher(Teacher):
                 "{question}" in text and "{student_answer}" in text,
                 "must contain {question} and {student_answer}",
             )
-        self.check_range("max_new_tokens", ge=1)
-        self.check_range("temperature", ge=0.0)
-        self.check_range("batch_size", ge=1)
         for name in ("reflect_template", "plain_reflect_template"):
             self.check(name, "{student_answer}" in getattr(self, name), "must contain {student_answer}")
-        for name in ("meta_steps", "meta_max_pairs", "meta_batch_size"):
-            self.check_range(name, ge=1)
-        self.check_range("meta_learning_rate", gt=0.0)
-        self.check_range("meta_beta", gt=0.0)
-        self.check_range("meta_margin", ge=0.0)
         self.check(
             "backend",
             not (self.backend == "vllm" and self.model is None),

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from socratic_exp.component import setting
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, ArithmeticTask, expression_in
 from socratic_exp.teachers.base import (
@@ -92,9 +93,13 @@ def hint_for(diagnosis: Diagnosis) -> str:
 
 @dataclasses.dataclass(kw_only=True)
 class RuleTeacher(Teacher):
-    min_occurrences: int = 2  # an error class becomes a viewpoint once it has been seen this many times
-    phrasing_temperature: float = 0.02  # meta-learning: softmax temperature over the phrasings' mean utility
-    seed: int = 0
+    min_occurrences: int = setting(
+        2, "Socratic-RL reflect(): an error class becomes a viewpoint once seen this many times", ge=1
+    )
+    phrasing_temperature: float = setting(
+        0.02, "Socratic-RL meta-learning: softmax temperature over each phrasing's mean measured utility U(v)", gt=0.0
+    )
+    seed: int = setting(0, "seed of the phrasing choice", ge=0)
 
     def __post_init__(self) -> None:
         self._arithmetic = True
@@ -102,11 +107,6 @@ class RuleTeacher(Teacher):
         self._utility: dict[str, list[float]] = {}  # phrasing -> [sum of utilities, measurements]
         self._rng = random.Random(self.seed)
         super().__post_init__()
-
-    def validate(self) -> None:
-        super().validate()
-        self.check_range("min_occurrences", ge=1)
-        self.check_range("phrasing_temperature", gt=0.0)
 
     def attach(self, task: Task, student: Student) -> None:
         self._arithmetic = isinstance(task, ArithmeticTask)

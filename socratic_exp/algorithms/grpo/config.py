@@ -2,9 +2,12 @@
 
 Everything GRPO does (generation, group-relative advantages, clipping, KL, vLLM) is TRL's. This module maps the
 config onto ``trl.GRPOConfig``, adds the task's verifier as the reward function and plugs in the sampler.
-Differences from TRL's defaults, chosen for the CPU testbed and stated in ``conf/algorithm/grpo.yaml``:
-``learning_rate`` 3e-5 (TRL: 1e-6), ``max_completion_length`` 48 (TRL: 256), ``bf16`` only on GPUs with bf16
-(TRL: on), ``log_completions`` on.
+Differences from TRL's defaults (TRL 1.16), chosen for the CPU testbed and stated in each field's help and
+``conf/algorithm/grpo.yaml``: ``max_steps`` 400 (TRL: -1, epochs), ``learning_rate`` 3e-5 (TRL: 1e-6),
+``lr_scheduler_type`` constant (TRL: linear), ``batch_size`` 64 (TRL: 8), ``max_completion_length`` 48 (TRL: 512),
+``bf16`` only on GPUs with bf16 (TRL: on), ``gradient_checkpointing`` off (TRL: on), ``logging_steps`` 5 (TRL: 10),
+``save_steps`` 50 (TRL: 500), ``save_total_limit`` 2 (TRL: all), ``log_completions`` on (TRL: off),
+``num_completions_to_print`` 0 (TRL: all).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import dataclasses
 from typing import Any, Literal
 
 from socratic_exp.algorithms.base import Algorithm, RunContext
+from socratic_exp.component import setting
 from socratic_exp.errors import ConfigError
 
 # GRPOConfig fields the run sets itself (from the run folder, seed, logger and model).
@@ -30,61 +34,50 @@ LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", 
 
 @dataclasses.dataclass(kw_only=True)
 class GRPO(Algorithm):
-    max_steps: int = 400
-    learning_rate: float = 3e-5
-    lr_scheduler_type: str = "constant"
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    batch_size: int = 64
-    gradient_accumulation_steps: int = 1
-    num_generations: int = 8
-    steps_per_generation: int | None = None
-    num_iterations: int = 1
-    max_completion_length: int = 48
-    temperature: float = 1.0
-    top_p: float = 1.0
-    beta: float = 0.0
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    loss_type: LossType = "dapo"
-    scale_rewards: Literal["group", "batch", "none"] = "group"
-    mask_truncated_completions: bool = False
-    bf16: bool | None = None
-    gradient_checkpointing: bool = False
-    logging_steps: int = 5
-    save_steps: int = 50
-    save_total_limit: int | None = 2
-    log_completions: bool = True
-    num_completions_to_print: int = 0
-    use_vllm: bool = False
-    vllm_mode: Literal["colocate", "server"] = "colocate"
-    trl_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    max_steps: int = setting(400, "optimizer steps of the run (TRL: -1, i.e. num_train_epochs)", ge=1)
+    learning_rate: float = setting(3e-5, "AdamW learning rate; hub models want e.g. 1e-6 (TRL: 1e-6)", gt=0.0)
+    lr_scheduler_type: str = setting("constant", "transformers' learning-rate schedule name (TRL: linear)")
+    warmup_steps: int = setting(0, "linear warm-up steps from 0 to learning_rate", ge=0)
+    weight_decay: float = setting(0.0, "AdamW weight decay (bias and LayerNorm excluded)", ge=0.0)
+    max_grad_norm: float = setting(1.0, "gradient-norm clipping threshold", gt=0.0)
+    batch_size: int = setting(
+        64, "completions per device per optimizer step: TRL's per_device_train_batch_size (TRL: 8)", ge=1
+    )
+    gradient_accumulation_steps: int = setting(1, "micro-batches accumulated per optimizer step", ge=1)
+    num_generations: int = setting(8, "G: completions per prompt (must divide the generation batch)", ge=2)
+    steps_per_generation: int | None = setting(
+        None, "optimizer steps each generation batch serves (null: gradient_accumulation_steps)", ge=1
+    )
+    num_iterations: int = setting(1, "mu: policy updates per generation batch (PPO-style reuse)", ge=1)
+    max_completion_length: int = setting(48, "tokens generated per completion at most (TRL: 512)", ge=1)
+    temperature: float = setting(1.0, "sampling temperature of the training completions", gt=0.0)
+    top_p: float = setting(1.0, "nucleus sampling of the training completions (1: off)", gt=0.0, le=1.0)
+    beta: float = setting(0.0, "KL coefficient to the reference model (0: no reference model is loaded)", ge=0.0)
+    epsilon: float = setting(0.2, "lower clipping range of the importance ratio", ge=0.0)
+    epsilon_high: float | None = setting(None, "upper clipping range (DAPO clip-higher; null: = epsilon)", ge=0.0)
+    loss_type: LossType = setting("dapo", "TRL's loss aggregation: dapo = token-level mean over the batch")
+    scale_rewards: Literal["group", "batch", "none"] = setting(
+        "group", "advantage scaling: std within each group, over the batch, or none (Dr. GRPO)"
+    )
+    mask_truncated_completions: bool = setting(False, "leave completions cut at max_completion_length out of the loss")
+    bf16: bool | None = setting(None, "bf16 mixed precision (null: on for CUDA GPUs with bf16, off on CPU; TRL: on)")
+    gradient_checkpointing: bool = setting(False, "recompute activations to save GPU memory (TRL: on)")
+    logging_steps: int = setting(5, "steps between TRL's metric logs, averaged over them (TRL: 10)", ge=1)
+    save_steps: int = setting(50, "steps between checkpoints (TRL: 500)", ge=1)
+    save_total_limit: int | None = setting(2, "checkpoints kept, the newest (null: all; TRL: null)", ge=1)
+    log_completions: bool = setting(True, "TRL's completions table at each log, to W&B and parquet (TRL: off)")
+    num_completions_to_print: int = setting(
+        0, "completions printed to the console at each log (0: none; TRL: null, all)", ge=0
+    )
+    use_vllm: bool = setting(False, "generate with vLLM instead of transformers' generate()")
+    vllm_mode: Literal["colocate", "server"] = setting(
+        "colocate", "vLLM in the training process (colocate) or a separate trl vllm-serve (server)"
+    )
+    trl_args: dict[str, Any] = setting(
+        default_factory=dict, help="any other trl.GRPOConfig field, passed through verbatim"
+    )
 
     def validate(self) -> None:
-        for name in (
-            "max_steps",
-            "batch_size",
-            "gradient_accumulation_steps",
-            "num_iterations",
-            "max_completion_length",
-            "logging_steps",
-            "save_steps",
-            "steps_per_generation",
-        ):
-            self.check_range(name, ge=1)
-        self.check_range("save_total_limit", ge=1)
-        self.check_range("num_completions_to_print", ge=0)
-        self.check_range("learning_rate", gt=0.0)
-        self.check_range("warmup_steps", ge=0)
-        self.check_range("weight_decay", ge=0.0)
-        self.check_range("max_grad_norm", gt=0.0)
-        self.check_range("temperature", gt=0.0)
-        self.check_range("top_p", gt=0.0, le=1.0)
-        self.check_range("beta", ge=0.0)
-        self.check_range("epsilon", ge=0.0)
-        self.check_range("epsilon_high", ge=0.0)
-        self.check_range("num_generations", ge=2)
         generation_batch = self.batch_size * (self.steps_per_generation or self.gradient_accumulation_steps)
         self.check(
             "num_generations",
