@@ -74,14 +74,12 @@ def cross_probe_pairs(
     for item in [*past, *new]:
         measurements.setdefault(item.text, []).append(item.utility)
         latest[item.text] = item
-    fresh = {item.text for item in new}
-    order = list(dict.fromkeys([*(item.text for item in new), *(item.text for item in past)]))
+    fresh = list(dict.fromkeys(item.text for item in new))
+    order = list(dict.fromkeys([*fresh, *(item.text for item in past)]))  # this probe's texts first
     score = {text: mean(measurements[text]) for text in order}
     candidates = []
-    for i, first in enumerate(order):
+    for i, first in enumerate(fresh):  # each pair once, with at least one text measured at this probe
         for second in order[i + 1 :]:
-            if first not in fresh and second not in fresh:
-                continue
             if latest[first].trace.reason != latest[second].trace.reason:
                 continue
             better, worse = (first, second) if score[first] >= score[second] else (second, first)
