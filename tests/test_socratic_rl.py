@@ -1,5 +1,7 @@
-"""Socratic-RL: viewpoint utility, the knowledge base's rules and record, the teachers' meta-learning, the distillers
-on the tiny model, and end-to-end runs (every distiller x teacher x meta-learning, kill-and-resume)."""
+"""Socratic-RL: viewpoint utility and the teacher's cross-probe pairs (hand-computed), the reflection criterion, the
+knowledge base's rules and record, the teachers' meta-learning, the viewpoints in the prompts the trainer hands to
+generation, the distillers on the tiny model, and end-to-end runs (every distiller x teacher x meta-learning,
+kill-and-resume)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,17 @@ from pathlib import Path
 import pytest
 from conftest import compose, read_summary, run_dirs
 
+from socratic_exp.algorithms.socratic_rl.__main__ import main as viewpoints_main
+from socratic_exp.algorithms.socratic_rl.knowledge_base import (
+    Entry,
+    KnowledgeBase,
+    ViewpointLog,
+    latest_entries,
+    similarity,
+)
+from socratic_exp.algorithms.socratic_rl.loop import select_traces
+from socratic_exp.algorithms.socratic_rl.utility import cross_probe_pairs, mean, measure_utilities
 from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
-from socratic_exp.viewpoints.__main__ import main as viewpoints_main
-from socratic_exp.viewpoints.knowledge_base import Entry, KnowledgeBase, ViewpointLog, latest_entries, similarity
-from socratic_exp.viewpoints.utility import measure_utilities
 
 PRECEDENCE = "Principle: do * before + and -."
 BRACKETS = "Principle: work out the brackets first."
@@ -65,6 +74,134 @@ def test_a_single_viewpoint_costs_two_passes():
     scores, calls = stub_scorer(effects={PRECEDENCE: {3}}, harms={}, base={1})
     utilities, _, _ = measure_utilities([entry(0, PRECEDENCE)], scores)
     assert utilities[0][0] == pytest.approx(1 / 50) and sorted(calls) == [(), (PRECEDENCE,)]
+    assert mean([]) == 0.0 and mean([0.25, 0.5]) == 0.375
+
+
+# --- the teacher's preference pairs across probes ---------------------------------------------------------------------
+
+A, B, C, D, F = (
+    "Principle: do * before + and -.",
+    "Principle: add from left to right.",
+    "Principle: check each step.",
+    "Principle: recheck every product.",
+    "Principle: end with the line A: <number>.",
+)
+
+
+def measured(text: str, utility: float, reason: str = "wrong", question: str = "Q: 2+3*4=?\n") -> ScoredViewpoint:
+    return ScoredViewpoint(question, Attempt(f"trace of {text[11:20]}", 0.0, reason), text, utility)
+
+
+def hand_knowledge_base() -> tuple[list[ScoredViewpoint], list[ScoredViewpoint]]:
+    """Probes at steps 10 and 20 (``past``) and 30 (``new``), with exact binary utilities. Mean utilities: A (0.375
+    at 10, 0.125 at 30) 0.25, B -0.125, C 0.0625, D 0.1875, F -0.5 (F's trace failed on format, the others were
+    wrong answers)."""
+    past = [measured(A, 0.375), measured(B, -0.125), measured(F, -0.5, reason="format"), measured(D, 0.1875)]
+    new = [measured(C, 0.0625), measured(A, 0.125)]
+    return new, past
+
+
+def test_cross_probe_pairs_on_a_hand_made_knowledge_base():
+    new, past = hand_knowledge_base()
+    pairs = cross_probe_pairs(new, past, margin=0.125, limit=10)
+    # Written out by hand, margin 0.125, most separated first (ties: C's pairs in the order A, B):
+    #   A > B by 0.375; A > C by 0.1875; C > B by 0.1875; D > C by 0.125 (exactly the margin: kept)
+    # Left out: A > F by 0.75 and C > F (F is another error class), A > D by 0.0625 (below the margin),
+    #   D > B by 0.3125 (neither measured at this probe: offered at an earlier one).
+    assert [(b.text, w.text, gap) for b, w, gap in pairs] == [
+        (A, B, 0.375), (A, C, 0.1875), (C, B, 0.1875), (D, C, 0.125),
+    ]  # fmt: skip
+    assert pairs[0][0] is new[1]  # a re-measured viewpoint is represented by its latest measurement
+    assert [(b.text, w.text) for b, w, _ in cross_probe_pairs(new, past, margin=0.125, limit=3)] == [
+        (A, B), (A, C), (C, B),
+    ]  # fmt: skip
+    # With the latest measurement instead of the mean, A would beat C by 0.0625 only: the mean is what is compared.
+    assert (A, C) not in [(b.text, w.text) for b, w, _ in cross_probe_pairs(new, past, margin=0.1875001, limit=10)]
+
+
+def test_one_viewpoint_per_probe_still_gives_pairs_and_ties_give_none():
+    """viewpoint_budget=1: each probe measures one viewpoint; the second probe's viewpoint pairs with the first's."""
+    assert cross_probe_pairs([measured(A, 0.25)], [], margin=0.0, limit=8) == []
+    [(better, worse, gap)] = cross_probe_pairs([measured(B, -0.125)], [measured(A, 0.25)], margin=0.125, limit=8)
+    assert (better.text, worse.text, gap) == (A, B, 0.375)
+    assert cross_probe_pairs([measured(B, 0.25)], [measured(A, 0.25)], margin=0.0, limit=8) == []  # a tie
+    assert cross_probe_pairs([measured(A, 0.5)], [measured(A, 0.25)], margin=0.0, limit=8) == []  # one text
+
+
+class StubModel:
+    device = "cpu"
+
+    def requires_grad_(self, flag: bool) -> StubModel:
+        return self
+
+    def eval(self) -> StubModel:
+        return self
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+def stub_llm_teacher(**settings):
+    """An LLM teacher whose model is a stub (a base model: completes ``Principle:``); no weights are loaded."""
+    from types import SimpleNamespace
+
+    from socratic_exp.teachers.llm import LLMTeacher
+
+    teacher = LLMTeacher(**settings)
+    teacher._teacher = SimpleNamespace(model=StubModel(), tokenizer=None, chat=False, info={})
+    return teacher
+
+
+def test_llm_teacher_meta_learns_at_the_default_budget(monkeypatch, tmp_path):
+    """Two probes of one viewpoint each (the testbed's default): the second forms a pair with the first and trains."""
+    import socratic_exp.trl_phases
+
+    calls = []
+    monkeypatch.setattr(
+        socratic_exp.trl_phases, "dpo_phase", lambda model, tok, rows, out, **kw: calls.append(rows) or {"x": 1.0}
+    )
+    teacher = stub_llm_teacher(meta_margin=0.125)
+    first = measured(A, 0.25, question="Q: 2+3*4=?\n")
+    assert teacher.meta_update([first]) == {"teacher_meta/pairs": 0.0, "teacher_meta/measured": 1.0}
+    assert calls == []
+    metrics = teacher.meta_update([measured(B, -0.125, question="Q: 5-1*2=?\n")])
+    assert metrics == {"teacher_meta/pairs": 1.0, "teacher_meta/measured": 2.0, "x": 1.0}
+    # the better viewpoint's reflection prompt (plain_reflect_template), chosen and rejected as its completions
+    assert calls == [
+        [{"prompt": "Q: 2+3*4=?\ntrace of do * befo\nPrinciple:", "chosen": " do * before + and -.\n",
+          "rejected": " add from left to right.\n"}]
+    ]  # fmt: skip
+
+    teacher.save_meta_state(tmp_path)
+    resumed = stub_llm_teacher(meta_margin=0.125)
+    resumed.load_meta_state(tmp_path)
+    assert resumed._measured == teacher._measured and resumed._meta_updates == 1
+
+
+# --- reflection criterion -----------------------------------------------------------------------------------------
+
+
+def test_reflect_on_selects_the_traces_by_hand():
+    def trace(question: str, name: str, score: float) -> tuple[str, Attempt]:
+        return question, Attempt(name, score, "correct" if score == 1.0 else "wrong")
+
+    batch = [
+        trace("Q1", "q1-a", 1.0), trace("Q1", "q1-b", 0.0), trace("Q1", "q1-c", 0.0), trace("Q1", "q1-d", 1.0),
+        trace("Q2", "q2-a", 1.0), trace("Q2", "q2-b", 0.5), trace("Q2", "q2-c", 1.0), trace("Q2", "q2-d", 1.0),
+        trace("Q3", "q3-a", 0.0), trace("Q3", "q3-b", 0.0), trace("Q3", "q3-c", 0.0), trace("Q3", "q3-d", 0.0),
+    ]  # fmt: skip
+
+    def names(criterion: str) -> list[str]:
+        return [attempt.completion for _, attempt in select_traces(batch, criterion)]
+
+    # wrong: every score below 1 (q2-b's 0.5 included; Q3's four although the group is uniform)
+    assert names("wrong") == ["q1-b", "q1-c", "q2-b", "q3-a", "q3-b", "q3-c", "q3-d"]
+    # below the group mean: Q1 mean 0.5 -> q1-b, q1-c; Q2 mean 0.875 -> q2-b; Q3 mean 0 -> none (no advantage)
+    assert names("below_group_mean") == ["q1-b", "q1-c", "q2-b"]
+    assert names("all") == [f"q{q}-{x}" for q in (1, 2, 3) for x in "abcd"]
 
 
 # --- knowledge base -------------------------------------------------------------------------------------------------
@@ -227,6 +364,48 @@ def distillation_data(tiny, items: int = 32):
     return DistillationData(list(rows["prompt"]), list(rows["answer"]), [PRECEDENCE, BRACKETS])
 
 
+@pytest.mark.slow  # the tiny student's warm start: about a minute on a shared CPU
+def test_the_trainer_hands_generation_the_prompts_with_v_in_front(tiny, tmp_path):
+    """What SocraticRLTrainer passes to TRL's generation: each prompt with the active viewpoint on the line before
+    it (the testbed's prompts are plain text), and nothing else changed."""
+    from trl import GRPOConfig
+
+    from socratic_exp.algorithms.socratic_rl.config import SocraticRL
+    from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
+    from socratic_exp.algorithms.socratic_rl.trainer import SocraticRLTrainer
+
+    c, student, data = tiny
+    rows = data["train"].select(range(2))
+    loop = ViewpointLoop(SocraticRL(), c, student, [], rows, tmp_path, None, 0, prompt_room=None)
+    loop.kb.add(PRECEDENCE, "principle", "Q: 2+3*4=?\n", "2+3=5\n5*4=20\nA: 20\n", 1)
+    args = GRPOConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_completion_length=4,
+        report_to=[], use_cpu=True, bf16=False, max_steps=1, save_strategy="no", logging_steps=1,
+    )  # fmt: skip
+    trainer = SocraticRLTrainer(
+        model=fresh_student(tiny).model,
+        reward_funcs=[c.task.reward_function()],
+        args=args,
+        train_dataset=rows,
+        processing_class=student.tokenizer,
+        viewpoint_loop=loop,
+    )
+    handed = []
+
+    class Stop(Exception):
+        pass
+
+    def generate(prompts):
+        handed.extend(prompts)
+        raise Stop
+
+    trainer._generate = generate
+    with pytest.raises(Stop):
+        trainer._generate_and_score_completions([dict(row) for row in rows])
+    assert handed == [f"Principle: do * before + and -.\n{row['prompt']}" for row in rows]
+    assert handed[0].startswith("Principle: do * before + and -.\nQ: ") and rows[0]["prompt"].startswith("Q: ")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "loss"),
@@ -274,7 +453,7 @@ def test_llm_teacher_meta_learning_trains_its_own_copy(tiny):
     metrics = teacher.meta_update(scored)
     assert metrics["teacher_meta/loss_after"] < metrics["teacher_meta/loss_before"]
     assert all(torch.equal(v, student_weights[k]) for k, v in student.model.state_dict().items())
-    assert teacher.meta_update([scored[0]]) == {"teacher_meta/pairs": 0.0}
+    assert metrics["teacher_meta/pairs"] == 3.0 and metrics["teacher_meta/measured"] == 3.0
 
 
 # --- end to end -----------------------------------------------------------------------------------------------------

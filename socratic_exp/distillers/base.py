@@ -1,8 +1,10 @@
 """The distiller interface: compress viewpoint-guided behaviour into the student's weights (Socratic-RL, 3.4).
 
 A distillation gets task inputs (prompts without viewpoints) and the viewpoints to internalize; it pairs each input
-with one viewpoint drawn uniformly (the paper's D x V_KB), trains the student in place with a TRL trainer for a few
-steps, and returns its figures (``distill/*``), among them its own loss on fixed data before and after.
+with one viewpoint drawn uniformly (a sample of the paper's D x V_KB: which members of V_KB are passed is the loop's
+rule, ``ViewpointLoop.distill``), trains the student in place with a TRL trainer for a few steps (the paper's new
+student pi'_S starts from the current one), and returns its figures (``distill/*``), among them its own loss on
+fixed data before and after.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component
+from socratic_exp.component import Component, setting
 from socratic_exp.tasks.base import with_context
 
 if TYPE_CHECKING:
@@ -48,18 +50,12 @@ class Distiller(Component):
 class TRLDistiller(Distiller):
     """The options that train with a TRL trainer on responses sampled from the student (with or without viewpoints)."""
 
-    items: int = 128  # task inputs per distillation
-    steps: int = 16
-    batch_size: int = 16
-    learning_rate: float = 1e-5
-    temperature: float = 1.0  # sampling the responses the distillation learns from
-    max_completion_length: int = 48
-
-    def validate(self) -> None:
-        for name in ("items", "steps", "batch_size", "max_completion_length"):
-            self.check_range(name, ge=1)
-        self.check_range("learning_rate", gt=0.0)
-        self.check_range("temperature", gt=0.0)
+    items: int = setting(128, "task inputs per distillation, each paired with one viewpoint drawn uniformly", ge=1)
+    steps: int = setting(16, "optimizer steps per distillation", ge=1)
+    batch_size: int = setting(16, "examples per optimizer step", ge=1)
+    learning_rate: float = setting(1e-5, "learning rate of the distillation phase", gt=0.0)
+    temperature: float = setting(1.0, "sampling temperature of the responses the distillation learns from", gt=0.0)
+    max_completion_length: int = setting(48, "tokens per sampled response", ge=1)
 
     @property
     def enabled(self) -> bool:
@@ -68,7 +64,8 @@ class TRLDistiller(Distiller):
     # --- shared by the options ------------------------------------------------------------------------------
     @staticmethod
     def paired(data: DistillationData, seed: int) -> list[tuple[Context, str, str]]:
-        """(input, answer, viewpoint) triples: each input with one viewpoint drawn uniformly."""
+        """(input, answer, viewpoint) triples: each input with one viewpoint drawn uniformly, i.e. ``len(prompts)``
+        members of D x viewpoints drawn at random (the paper's expectation over D x V_KB, sampled)."""
         rng = random.Random(seed)
         return [(p, a, rng.choice(data.viewpoints)) for p, a in zip(data.prompts, data.answers, strict=True)]
 

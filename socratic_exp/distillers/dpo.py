@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from socratic_exp.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
 from socratic_exp.tasks.base import with_context
 
@@ -24,14 +25,16 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class DPODistiller(TRLDistiller):
-    beta: float = 0.1
-    rejected: Literal["without_viewpoint", "negative_viewpoint"] = "without_viewpoint"
-    negative_viewpoint: str = "Note: work from left to right, whatever the operators."
-    require_verified: bool = True
-
-    def validate(self) -> None:
-        super().validate()
-        self.check_range("beta", gt=0.0)
+    beta: float = setting(0.1, "DPO's beta: the strength of the implicit KL to the frozen reference", gt=0.0)
+    rejected: Literal["without_viewpoint", "negative_viewpoint"] = setting(
+        "without_viewpoint",
+        "the rejected response: without_viewpoint | negative_viewpoint (a retired viewpoint, else negative_viewpoint)",
+    )
+    negative_viewpoint: str = setting(
+        "Note: work from left to right, whatever the operators.",
+        "the deliberately unhelpful viewpoint of rejected=negative_viewpoint when no viewpoint has retired",
+    )
+    require_verified: bool = setting(True, "keep a pair only when the verifier scores chosen above rejected")
 
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int

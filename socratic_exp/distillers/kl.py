@@ -21,6 +21,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from socratic_exp.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, guided
 from socratic_exp.tasks.base import with_context
 
@@ -32,19 +33,21 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class KLDistiller(TRLDistiller):
-    num_generations: int = 4
-    divergence_alpha: float = 0.0  # 0: KL(teacher || student), the paper's; 1: reverse KL; between: generalised JSD
-    mode: Literal["full_logits", "topk_logits", "sampled_token"] = "full_logits"
-    topk: int = 100  # with mode=topk_logits
-    generate_from: Literal["teacher", "student"] = "teacher"
-    kl_samples: int = 32
+    num_generations: int = setting(4, "responses sampled per input (batch_size must be a multiple)", ge=1)
+    divergence_alpha: float = setting(
+        0.0, "0: forward KL(teacher || student), the paper's | 1: reverse KL | between: JSD (SDFT: 0.5)", ge=0.0, le=1.0
+    )
+    mode: Literal["full_logits", "topk_logits", "sampled_token"] = setting(
+        "full_logits", "full_logits | topk_logits | sampled_token (SDFT's default: topk_logits)"
+    )
+    topk: int = setting(100, "logits kept per token with mode=topk_logits", ge=1)
+    generate_from: Literal["teacher", "student"] = setting(
+        "teacher", "teacher: sample with the viewpoint in context (behavioural cloning) | student (on-policy)"
+    )
+    kl_samples: int = setting(32, "fixed guided responses on which distill/kl_before and kl_after are measured", ge=1)
 
     def validate(self) -> None:
         super().validate()
-        self.check_range("num_generations", ge=1)
-        self.check_range("divergence_alpha", ge=0.0, le=1.0)
-        self.check_range("topk", ge=1)
-        self.check_range("kl_samples", ge=1)
         self.check(
             "batch_size",
             self.batch_size % self.num_generations == 0,

@@ -15,9 +15,10 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from socratic_exp.algorithms.socratic_rl.knowledge_base import strip_label
+from socratic_exp.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
 from socratic_exp.tasks.base import with_context
-from socratic_exp.viewpoints.knowledge_base import strip_label
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -26,14 +27,18 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class SFTDistiller(TRLDistiller):
-    instruction_template: str = "Solve the following, paying close attention to this: {viewpoint}"
-    instruction_share: float = 0.5
-    require_correct: bool = True
+    instruction_template: str = setting(
+        "Solve the following, paying close attention to this: {viewpoint}",
+        "the instruction written from a viewpoint ({viewpoint}: its text without the label)",
+    )
+    instruction_share: float = setting(
+        0.5, "share of examples with the instruction; the rest show the bare input", ge=0.0, le=1.0
+    )
+    require_correct: bool = setting(True, "keep only responses the verifier accepts")
 
     def validate(self) -> None:
         super().validate()
         self.check("instruction_template", "{viewpoint}" in self.instruction_template, "must contain {viewpoint}")
-        self.check_range("instruction_share", ge=0.0, le=1.0)
 
     def instruction(self, viewpoint: str) -> str:
         return self.instruction_template.format(viewpoint=strip_label(viewpoint))

@@ -16,12 +16,15 @@ Socratic-RL: ``reflect`` asks for one viewpoint per trace (``reflect_template`` 
 teacher from the student (a copy of the student's weights when ``model`` is null), and its meta-learning is DPO
 (TRL's DPOTrainer) on pairs of the teacher's own viewpoints ranked by measured utility U(v): for the trace behind
 the better viewpoint, the better one is preferred over the worse (both are general principles, so either could
-have been written there). Pairs need a utility gap of at least ``meta_margin``.
+have been written there). Pairs are formed across probes, between the viewpoints just measured and every viewpoint
+measured before, of the same error class (``algorithms.socratic_rl.utility.cross_probe_pairs``), and need a utility
+gap of at least ``meta_margin``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,6 +91,7 @@ class LLMTeacher(Teacher):
         self._vllm: Any = None
         self._calls = 0
         self._meta_updates = 0
+        self._measured: list[ScoredViewpoint] = []  # every measurement meta_update has seen (earlier probes)
         super().__post_init__()
 
     def validate(self) -> None:
@@ -175,19 +179,24 @@ class LLMTeacher(Teacher):
             teacher.info = {"copied_from_student": True}
 
     def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
-        """One DPO phase on the teacher's model from utility-ranked pairs of its viewpoints."""
+        """One DPO phase on the teacher's model from utility-ranked pairs of its viewpoints: this probe's (``scored``)
+        against each other and against every viewpoint measured at earlier probes (Algorithm 1, line 17: "the
+        utility of past viewpoints from V_KB"; with ``viewpoint_budget=1`` a probe holds one viewpoint, so pairs
+        within one probe never form)."""
         from socratic_exp.trl_phases import dpo_phase
 
         teacher = self._attached()
         if teacher.model is None or teacher.info.get("self_guidance"):
             raise RuntimeError("LLMTeacher.meta_update needs a teacher with weights of its own (decouple_from_student)")
-        rows = self.preference_pairs(scored)
+        rows = self.preference_pairs(scored, self._measured)
+        self._measured += list(scored)
+        found = {"teacher_meta/pairs": float(len(rows)), "teacher_meta/measured": float(len(self._measured))}
         if not rows:
-            return {"teacher_meta/pairs": 0.0}
+            return found
         self._meta_updates += 1
         teacher.model.requires_grad_(True)
         try:
-            return dpo_phase(
+            return found | dpo_phase(
                 teacher.model,
                 teacher.tokenizer,
                 rows,
@@ -203,20 +212,17 @@ class LLMTeacher(Teacher):
             teacher.model.requires_grad_(False)
             teacher.model.eval()
 
-    def preference_pairs(self, scored: Sequence[ScoredViewpoint]) -> list[dict[str, Any]]:
-        """(prompt, chosen, rejected) rows: every pair of distinct viewpoints whose utilities differ by at least
-        ``meta_margin``, the better one's trace as the prompt, most separated pairs first."""
-        items = sorted(scored, key=lambda item: item.utility, reverse=True)
-        candidates = [
-            (better.utility - worse.utility, better, worse)
-            for i, better in enumerate(items)
-            for worse in items[i + 1 :]
-            if better.text != worse.text and better.utility - worse.utility >= self.meta_margin
-        ]
-        candidates.sort(key=lambda c: c[0], reverse=True)
+    def preference_pairs(
+        self, new: Sequence[ScoredViewpoint], past: Sequence[ScoredViewpoint] = ()
+    ) -> list[dict[str, Any]]:
+        """(prompt, chosen, rejected) rows, at most ``meta_max_pairs``, most separated first: the pairs of
+        ``cross_probe_pairs`` (``new`` with each other and with ``past``, same error class, mean utilities at least
+        ``meta_margin`` apart), the better viewpoint's reflection prompt as the prompt."""
+        from socratic_exp.algorithms.socratic_rl.utility import cross_probe_pairs
+
         chat = self._attached().chat
         rows = []
-        for _, better, worse in candidates[: self.meta_max_pairs]:
+        for better, worse, _ in cross_probe_pairs(new, past, self.meta_margin, self.meta_max_pairs):
             prompt = self.reflection_prompt(better.question, better.trace)
             rows.append(
                 {
@@ -243,6 +249,8 @@ class LLMTeacher(Teacher):
             import torch
 
             torch.save(teacher.model.state_dict(), folder / "teacher_model.pt")
+        state = {"measured": [dataclasses.asdict(m) for m in self._measured], "meta_updates": self._meta_updates}
+        (folder / "llm_teacher_meta.json").write_text(json.dumps(state))
 
     def load_meta_state(self, folder: Path) -> None:
         path = folder / "teacher_model.pt"
@@ -251,6 +259,14 @@ class LLMTeacher(Teacher):
             import torch
 
             teacher.model.load_state_dict(torch.load(path, map_location=teacher.model.device, weights_only=True))
+        meta = folder / "llm_teacher_meta.json"
+        if meta.is_file():
+            state = json.loads(meta.read_text())
+            self._measured = [
+                ScoredViewpoint(m["question"], Attempt(**m["trace"]), m["text"], m["utility"])
+                for m in state["measured"]
+            ]
+            self._meta_updates = state["meta_updates"]
 
     # --- generation -------------------------------------------------------------------------------------------
     def _attached(self) -> Student:

@@ -54,12 +54,14 @@ class Entry:
     text: str
     kind: str
     source_question: str
-    source_trace: str
+    source_trace: str  # the student's completion the teacher reflected on
     written_at: int  # the step
     status: Status = "active"
     sources: int = 1  # traces that produced it (1 + merged near-duplicates)
     utilities: list[dict[str, float]] = dataclasses.field(default_factory=list)  # {step, utility, with, without}
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # {step, status, reason}
+    source_score: float = 0.0  # the verifier's score and reason for the source trace (the reflection prompt's, and
+    source_reason: str = "wrong"  # the error class of the teacher's preference pairs; older records lack them)
 
     @property
     def last_utility(self) -> float | None:
@@ -144,12 +146,32 @@ class KnowledgeBase:
         return counts
 
     # --- changes ----------------------------------------------------------------------------------------------
-    def add(self, text: str, kind: str, question: str, trace: str, step: int) -> tuple[Entry, str]:
-        """File a viewpoint; returns its entry and what happened: ``created`` (into V or the queue), ``merged``,
-        ``reactivated`` (a distilled one is back) or ``known_useless`` (a retired one)."""
+    def add(
+        self,
+        text: str,
+        kind: str,
+        question: str,
+        trace: str,
+        step: int,
+        trace_score: float = 0.0,
+        trace_reason: str = "wrong",
+    ) -> tuple[Entry, str]:
+        """File a viewpoint written from ``trace`` (with its verifier score and reason); returns its entry and what
+        happened: ``created`` (into V or the queue), ``merged``, ``reactivated`` (a distilled one is back) or
+        ``known_useless`` (a retired one)."""
         match = self.nearest(text)
         if match is None:
-            entry = Entry(len(self.entries), text, kind, question, trace, step, status="queued")
+            entry = Entry(
+                len(self.entries),
+                text,
+                kind,
+                question,
+                trace,
+                step,
+                status="queued",
+                source_score=trace_score,
+                source_reason=trace_reason,
+            )
             self.entries[entry.id] = entry
             self._set(entry, "queued", step, "written", event="created")
             self.order.append(entry.id)

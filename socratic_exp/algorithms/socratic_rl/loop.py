@@ -1,7 +1,7 @@
 """The Socratic-RL loop around the RL trainer (Algorithm 1): what happens to traces, viewpoints, the teacher and the
 student between and after RL steps. The trainer calls ``observe`` with every scored trace and ``reflect`` once per
-generation batch; a callback calls ``after_step`` (utility probes, teacher meta-learning, distillation) and saves
-and restores the loop's state with each checkpoint.
+generation batch (phases 1-2); a callback calls ``after_step`` (phase 3: utility probes and teacher meta-learning;
+phase 4: distillation) and saves and restores the loop's state with each checkpoint.
 """
 
 from __future__ import annotations
@@ -10,22 +10,73 @@ import json
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
+from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.tasks.base import with_context
-from socratic_exp.viewpoints.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
-from socratic_exp.viewpoints.utility import Prober, context_of, mean, measure_utilities
 
 if TYPE_CHECKING:
-    from socratic_exp.algorithms.socratic_rl import SocraticRL
+    from socratic_exp.algorithms.socratic_rl.config import SocraticRL
     from socratic_exp.components import Components
     from socratic_exp.models.base import Student
     from socratic_exp.run_folder import MetricsSink
+    from socratic_exp.tasks.base import Task
     from socratic_exp.teachers.base import Attempt
 
 STATE_FILE = "socratic_rl_state.json"
+Trace = tuple[str, "Attempt"]  # (question without viewpoints, the scored completion)
+
+
+def context_of(texts: Sequence[str]) -> str:
+    """Viewpoints as the lines in front of the question (the form the warm-started student has seen)."""
+    return "\n".join(text.strip() for text in texts)
+
+
+def select_traces(traces: Sequence[Trace], criterion: str) -> list[Trace]:
+    """The traces Algorithm 1's line 10 ("outcome is suboptimal or meets generation criteria") sends to reflection,
+    by ``reflect_on``: ``wrong`` (score below 1), ``below_group_mean`` (below the mean score of the rollouts of the
+    same question in the batch: a negative GRPO advantage) or ``all``. Order is kept."""
+    if criterion == "all":
+        return list(traces)
+    if criterion == "wrong":
+        return [(q, a) for q, a in traces if a.score < 1.0]
+    by_question: dict[str, list[float]] = defaultdict(list)
+    for question, attempt in traces:
+        by_question[question].append(attempt.score)
+    return [(q, a) for q, a in traces if a.score < mean(by_question[q])]
+
+
+class Prober:
+    """Greedy scores of the student on the probe items with a given set of viewpoints in its context.
+
+    ``rows`` hold rendered prompts (the trainer's form); ``in_context(prompt, texts)`` puts viewpoints in front of
+    the question exactly as training does."""
+
+    def __init__(
+        self,
+        task: Task,
+        rows: list[dict[str, Any]],
+        student: Student,
+        in_context: Callable[[Any, Sequence[str]], Any],
+        max_new_tokens: int,
+        batch_size: int,
+    ):
+        self.task = task
+        self.rows = rows
+        self.student = student
+        self.in_context = in_context
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+
+    def scores(self, texts: Sequence[str]) -> list[float]:
+        from socratic_exp.evaluation import generate
+
+        prompts = [self.in_context(row["prompt"], texts) for row in self.rows]
+        completions = generate(self.student, prompts, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size)
+        return [self.task.score(c, r["answer"]) for c, r in zip(completions, self.rows, strict=True)]
 
 
 class ViewpointLoop:
@@ -63,7 +114,7 @@ class ViewpointLoop:
         self.rng = random.Random(seed)
         self.seconds: Counter[str] = Counter()
         self.distillations = 0
-        self._traces: list[tuple[str, Attempt]] = []
+        self._traces: list[Trace] = []
 
     # --- the student's context ------------------------------------------------------------------------------
     def active_texts(self) -> list[str]:
@@ -93,7 +144,7 @@ class ViewpointLoop:
         """Send up to ``reflections_per_step`` suboptimal traces of the batch to the teacher; file its viewpoints."""
         started = time.perf_counter()
         traces, self._traces = self._traces, []
-        eligible = self.suboptimal(traces)
+        eligible = select_traces(traces, self.settings.reflect_on)
         chosen = self.rng.sample(eligible, min(len(eligible), self.settings.reflections_per_step))
         outcomes: Counter[str] = Counter()
         if chosen:
@@ -103,7 +154,15 @@ class ViewpointLoop:
                 if viewpoint is None:
                     outcomes["none"] += 1
                     continue
-                _, outcome = self.kb.add(viewpoint.text, viewpoint.kind, question, attempt.completion, step)
+                _, outcome = self.kb.add(
+                    viewpoint.text,
+                    viewpoint.kind,
+                    question,
+                    attempt.completion,
+                    step,
+                    trace_score=attempt.score,
+                    trace_reason=attempt.reason,
+                )
                 outcomes[outcome] += 1
         self.seconds["reflect"] += time.perf_counter() - started
         return {
@@ -111,19 +170,6 @@ class ViewpointLoop:
             **{f"socratic_rl/viewpoints_{name}": float(outcomes[name]) for name in ("created", "merged", "none")},
             **self.kb_metrics(),
         }
-
-    def suboptimal(self, traces: list[tuple[str, Attempt]]) -> list[tuple[str, Attempt]]:
-        """The traces the criterion ``reflect_on`` selects: ``wrong`` (score below 1), ``below_group_mean`` (worse
-        than the other rollouts of the same question: a negative advantage) or ``all``."""
-        criterion = self.settings.reflect_on
-        if criterion == "all":
-            return traces
-        if criterion == "wrong":
-            return [(q, a) for q, a in traces if a.score < 1.0]
-        by_question: dict[str, list[float]] = defaultdict(list)
-        for question, attempt in traces:
-            by_question[question].append(attempt.score)
-        return [(q, a) for q, a in traces if a.score < mean(by_question[q])]
 
     def kb_metrics(self) -> dict[str, float]:
         counts = self.kb.counts()
@@ -147,7 +193,10 @@ class ViewpointLoop:
         return metrics
 
     def probe(self, step: int) -> dict[str, float]:
-        """U(v) of every viewpoint in V; retirement; the teacher's meta-update from the new measurements."""
+        """U(v) of every viewpoint in V (Section 3.3); retirement; the teacher's meta-update from the new
+        measurements, each with the trace it was written from as the teacher saw it (question, completion, the
+        verifier's score and reason). The teacher keeps what it learned from earlier probes itself (the LLM teacher
+        pairs this probe's viewpoints with earlier ones: ``utility.cross_probe_pairs``)."""
         from socratic_exp.teachers.base import Attempt, ScoredViewpoint
 
         started = time.perf_counter()
@@ -171,7 +220,12 @@ class ViewpointLoop:
         if self.settings.meta_learning:
             started = time.perf_counter()
             scored = [
-                ScoredViewpoint(e.source_question, Attempt(e.source_trace, 0.0, "wrong"), e.text, utilities[e.id][0])
+                ScoredViewpoint(
+                    e.source_question,
+                    Attempt(e.source_trace, e.source_score, e.source_reason),
+                    e.text,
+                    utilities[e.id][0],
+                )
                 for e in active
             ]
             metrics |= self.c.teacher.meta_update(scored)
@@ -179,7 +233,15 @@ class ViewpointLoop:
         return metrics
 
     def distill(self, step: int) -> dict[str, float]:
-        """Compress V (and what earlier distillations internalized) into the student; then V is reset."""
+        """Compress V (and what earlier distillations internalized) into the student; then V is reset (Algorithm 1,
+        lines 19-23; Section 3.4).
+
+        The paper's L_distill is an expectation over D x V_KB. The members used here: D is ``distiller.items`` training
+        inputs drawn afresh at each distillation; V_KB is restricted to the viewpoints in V now and those distilled
+        before (so a later distillation does not undo an earlier one); retired viewpoints (measured unhelpful) and
+        queued ones (never in the student's context, never measured) are left out. Each input is paired with one of
+        those viewpoints drawn uniformly (``TRLDistiller.paired``): a sample of ``items`` members of the product, not
+        all of it. The DPO distiller's ``negative_viewpoint`` option draws its negatives from the retired ones."""
         from socratic_exp.distillers.base import DistillationData
 
         to_distill = [e.text for e in self.kb.active] + [e.text for e in self.kb.with_status("distilled")]

@@ -1,4 +1,5 @@
-"""``python -m socratic_exp.viewpoints <run_dir>``: a run's knowledge base as a readable timeline (Socratic-RL, 3.5).
+"""``python -m socratic_exp.algorithms.socratic_rl <run_dir>``: a run's knowledge base as a readable timeline
+(Socratic-RL, 3.5).
 
 Reads ``viewpoints.jsonl`` only (no torch, no network): first every event in step order, then each viewpoint with
 its source trace, utility history and status.
@@ -10,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from socratic_exp.viewpoints.knowledge_base import LOG_NAME, ViewpointLog, latest_entries
+from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, ViewpointLog, latest_entries
 
 EVENT_MARKS = {"created": "+", "activated": ">", "merged": "=", "measured": "~", "retired": "x", "distilled": "*"}
 
@@ -57,7 +58,9 @@ def _one_line(text: str, width: int = 80) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m socratic_exp.viewpoints", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m socratic_exp.algorithms.socratic_rl", description=__doc__.split("\n\n")[0].replace("\n", " ")
+    )
     parser.add_argument("run_dir", type=Path, help="a run folder of algorithm=socratic_rl")
     args = parser.parse_args(argv)
     if not args.run_dir.is_dir():

@@ -1,0 +1,12 @@
+"""Socratic-RL (Wu, 2025, arXiv 2506.13358): a teacher reflects on the student's traces and writes viewpoints; the
+active ones (V) stand in front of the student's prompts while GRPO trains it; every viewpoint is kept in a knowledge
+base (V_KB) with its measured utility U(v); the teacher learns from those utilities; V_KB is distilled into the
+student's weights every so often (Algorithm 1).
+
+- ``config.py``: ``SocraticRL``, the settings (``algorithm=socratic_rl``) and how the run is assembled (torch-free).
+- ``trainer.py``: ``SocraticRLTrainer`` (TRL's GRPOTrainer with V in the prompts) and the loop's callback.
+- ``loop.py``: ``ViewpointLoop``, the phases around the RL steps: reflection, probes, meta-learning, distillation.
+- ``knowledge_base.py``: V and V_KB (budget, merging, queue, retirement) and their record, ``viewpoints.jsonl``.
+- ``utility.py``: the pure rules: U(v) (Section 3.3) and the teacher's preference pairs across probes.
+- ``__main__.py``: ``python -m socratic_exp.algorithms.socratic_rl <run folder>`` prints the knowledge base's timeline.
+"""

@@ -1,0 +1,137 @@
+"""``algorithm=socratic_rl``: the settings of Socratic-RL (Wu, 2025; Algorithm 1, Sections 3.2-3.5) and how the run
+is put together around TRL's GRPOTrainer (the loop, its callback, the reward hook). Torch-free: the trainer is
+imported inside ``trainer_base``.
+
+No public code exists for this paper; the choices are ours and are listed in the README's "Deviations from the
+paper" table. The phases of Algorithm 1 and where they live:
+
+1. **Student interaction** (``trainer.SocraticRLTrainer``): the active viewpoints V are put in front of every
+   training prompt (``with_context``: before the question, where the warm-started student has seen principles),
+   and GRPO trains the student on those rollouts: pi_S(a | s, V).
+2. **Teacher reflection** (``loop.ViewpointLoop.reflect``): traces selected by ``reflect_on`` (``loop.select_traces``),
+   at most ``reflections_per_step`` per batch, go to ``teacher.reflect``; its viewpoints join V and V_KB,
+   near-duplicates merged, V capped at ``viewpoint_budget`` (``knowledge_base.py``).
+3. **Utility and teacher meta-learning** (``loop.ViewpointLoop.probe``): every ``probe_every`` steps U(v) of each
+   viewpoint in V on ``probe_items`` probe questions (``utility.py``); viewpoints at or below ``retire_threshold``
+   for ``retire_patience`` probes retire. With ``meta_learning`` the measurements go to ``teacher.meta_update``
+   (rule: phrasings reweighted; llm: DPO on utility-ranked pairs formed across probes, ``utility.cross_probe_pairs``;
+   blackbox: exemplars in its prompt).
+4. **Distillation** (``loop.ViewpointLoop.distill``) every ``distill_every`` steps through the ``distiller`` group;
+   then V is reset.
+
+Everything is recorded in ``viewpoints.jsonl``; ``python -m socratic_exp.algorithms.socratic_rl <run>`` prints it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Literal
+
+from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+from socratic_exp.algorithms.grpo.config import GRPO
+from socratic_exp.component import setting
+from socratic_exp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import RunContext
+    from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
+    from socratic_exp.components import Components
+
+
+@dataclasses.dataclass(kw_only=True)
+class SocraticRL(GRPO):
+    requires_teacher = True
+    uses_distiller = True
+
+    max_steps: int = setting(150, "optimizer steps of the run", ge=1)
+    reflect_on: Literal["wrong", "below_group_mean", "all"] = setting(
+        "wrong", "which traces the teacher reflects on: wrong | below_group_mean | all (Algorithm 1, line 10)"
+    )
+    reflections_per_step: int = setting(8, "at most this many traces per batch go to the teacher", ge=1)
+    viewpoint_budget: int = setting(1, "|V| at most; later viewpoints queue until a place frees", ge=1)
+    merge_similarity: float = setting(
+        0.8, "a viewpoint this similar to a known one (difflib ratio) is merged into it", gt=0.0, le=1.0
+    )
+    probe_every: int = setting(10, "steps between utility probes (0: none)", ge=0)
+    probe_items: int = setting(100, "probe questions per measurement of U(v) (Section 3.3)", ge=1)
+    retire_threshold: float = setting(
+        0.0, "U(v) at or below this for retire_patience probes retires v", ge=-1.0, le=1.0
+    )
+    retire_patience: int = setting(2, "probes in a row at or below retire_threshold that retire a viewpoint", ge=1)
+    meta_learning: bool = setting(True, "teacher meta-learning from the measured utilities (false: the ablation)")
+    distill_every: int = setting(50, "steps between distillations through the distiller group (0: never)", ge=0)
+    entropy_mask: EntropyMask | None = setting(  # noqa: RUF009 (setting() returns a dataclasses.field)
+        None, "e.g. {rho: 0.2, mode: top}: the policy loss on the high-entropy tokens only (as entropy_masked)"
+    )
+
+    def check_compatible(self, components: Components) -> None:
+        from socratic_exp.tasks.arithmetic import ArithmeticTask
+        from socratic_exp.teachers.llm import LLMTeacher
+        from socratic_exp.teachers.rule import RuleTeacher
+
+        teacher, name = components.teacher, components.choices["teacher"]
+        if isinstance(teacher, RuleTeacher) and not isinstance(components.task, ArithmeticTask):
+            raise ConfigError(
+                "teacher",
+                name,
+                f"the rule teacher reflects only on task=arithmetic traces (task={components.choices['task']})",
+                "use teacher=llm or teacher=blackbox for algorithm=socratic_rl on this task",
+            )
+        if self.meta_learning and isinstance(teacher, LLMTeacher) and teacher.backend == "vllm":
+            raise ConfigError(
+                "algorithm.meta_learning",
+                True,
+                "trains the teacher's weights with DPO, which a vLLM-served teacher does not expose",
+                "use teacher.backend=transformers, or algorithm.meta_learning=false",
+            )
+
+    def reward_functions(self, ctx: RunContext) -> list[Any]:
+        """The task's verifier; the scored traces (with the questions as they were before the viewpoints) go to the
+        loop for reflection, the rewards to the sampler."""
+        from socratic_exp.tasks.base import question_text
+        from socratic_exp.teachers.base import Attempt
+
+        loop = self._loop
+
+        def reflect_on(texts: list[str], verdicts: list[Any], columns: dict[str, Any]) -> None:
+            questions = [question_text(q) for q in columns["sx_question"]]
+            loop.observe(questions, [Attempt(t, v.score, v.reason) for t, v in zip(texts, verdicts, strict=True)])
+
+        return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe, on_verdicts=reflect_on)]
+
+    def trainer_base(self) -> type:
+        from socratic_exp.algorithms.socratic_rl.trainer import SocraticRLTrainer
+
+        return SocraticRLTrainer
+
+    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
+        return {"viewpoint_loop": self._loop, "entropy_mask": self.entropy_mask, "metrics_sink": ctx.sink}
+
+    def build_trainer(self, ctx: RunContext) -> Any:
+        from socratic_exp.algorithms.socratic_rl.trainer import ViewpointLoopCallback
+
+        self._loop = self.build_loop(ctx)
+        # first, so that a distillation at an evaluation step is done before that evaluation
+        ctx.callbacks.insert(0, ViewpointLoopCallback(self._loop))
+        return super().build_trainer(ctx)
+
+    def build_loop(self, ctx: RunContext) -> ViewpointLoop:
+        from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
+        from socratic_exp.teachers.llm import LLMTeacher
+
+        teacher = ctx.components.teacher
+        if isinstance(teacher, LLMTeacher):
+            teacher.decouple_from_student()
+        probe = ctx.data["probe"] if "probe" in ctx.data else ctx.data["train"].shuffle(seed=ctx.seed)
+        limit = getattr(ctx.student.model.config, "max_position_embeddings", None)
+        return ViewpointLoop(
+            self,
+            ctx.components,
+            ctx.student,
+            probe.select(range(min(self.probe_items, len(probe)))).to_list(),
+            ctx.data["train"],
+            ctx.run_dir,
+            ctx.sink,
+            ctx.seed,
+            prompt_room=limit - self.max_completion_length if limit else None,
+        )
