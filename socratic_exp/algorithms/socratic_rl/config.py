@@ -60,7 +60,7 @@ class SocraticRL(GRPO):
     retire_patience: int = setting(2, "probes in a row at or below retire_threshold that retire a viewpoint", ge=1)
     meta_learning: bool = setting(True, "teacher meta-learning from the measured utilities (false: the ablation)")
     distill_every: int = setting(50, "steps between distillations through the distiller group (0: never)", ge=0)
-    entropy_mask: EntropyMask | None = setting(  # noqa: RUF009 (setting() returns a dataclasses.field)
+    entropy_mask: EntropyMask | None = setting(
         None, "e.g. {rho: 0.2, mode: top}: the policy loss on the high-entropy tokens only (as entropy_masked)"
     )
 
