@@ -159,6 +159,31 @@ def test_epsilon_explores_the_given_share_uniformly():
     assert sorted(every) == list(range(6))  # always distinct
 
 
+class Scripted(random.Random):
+    """A ``random.Random`` whose ``random()`` returns the given values, then fails (the edge values 0.0 and epsilon
+    itself: a uniform draw lies in [0, 1), and a pick explores when the draw is below epsilon)."""
+
+    def __init__(self, values):
+        super().__init__(3)
+        self.values = iter(values)
+
+    def random(self):
+        return next(self.values)
+
+    def getrandbits(self, k):  # randrange and sample keep drawing from the seeded stream
+        return super().getrandbits(k)
+
+
+def test_the_edges_of_a_uniform_draw():
+    from socratic_exp.samplers.goldilocks.selector import _open_unit
+
+    assert _open_unit(Scripted([0.0, 0.25])) == 0.25  # 0 is drawn again: its log is undefined
+    distinct = [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    # a draw equal to epsilon does not explore, so epsilon = 0 never does
+    assert best_of_each([distinct, distinct], Scripted([0.3, 0.3]), **{**GREEDY, "epsilon": 0.3}) == [0, 0]
+    assert top_of_pool(distinct, 3, Scripted([0.0, 0.0, 0.0]), rule="greedy", temperature=1.0, epsilon=0.0) == [0, 1, 2]
+
+
 # --- the predictor's loss, buffer and schedule (hand examples) -------------------------------------------------------
 
 
@@ -210,6 +235,20 @@ def test_a_refit_minimises_the_configured_loss(loss, steps, expected):
     assert predictor.predict([0]) == [0.25]  # the live copy answers until the sampler applies the new weights
 
 
+def test_a_refit_step_uses_a_mini_batch_of_the_buffer():
+    """Targets 0.1 and 0.3, every prediction 0.25: one observation per step gives a loss of 0.15 or 0.05, never the
+    whole buffer's 0.1."""
+    import torch
+
+    losses = set()
+    for seed in range(6):
+        _, loss = zero_predictor().fit(
+            torch.tensor([0, 1]), torch.tensor([0.1, 0.3]), steps=1, batch_size=1, loss="mae", seed=seed
+        )
+        losses.add(round(loss, 6))
+    assert losses == {0.15, 0.05}
+
+
 def test_mae_fits_the_median_and_mse_the_mean():
     """Targets 0.1, 0.1, 0.1, 0.5: the MAE minimiser is their median 0.1, the MSE one their mean 0.2."""
     import torch
@@ -248,7 +287,7 @@ def test_the_head_and_its_seeded_initial_weights():
     assert torch.equal(torch.random.get_rng_state(), before)  # the global stream is untouched
     assert torch.equal(a.live[0].weight, b.live[0].weight) and not torch.equal(a.live[0].weight, c.live[0].weight)
     assert torch.equal(a.learner[0].weight, a.live[0].weight) and a.learner is not a.live
-    assert a.optimizer.param_groups[0]["lr"] == 0.1 and not a.fitted
+    assert a.optimizer.param_groups[0]["lr"] == 0.1 and a.fitted is False
 
 
 def test_the_replay_buffer_keeps_the_latest():
@@ -262,6 +301,9 @@ def test_the_replay_buffer_keeps_the_latest():
     assert targets.tolist() == pytest.approx([0.2, 0.3, 0.5]) and str(targets.dtype) == "torch.float32"
     buffer.load([1, 2], [0.0, 0.4])
     assert list(buffer.entries) == [(1, 0.0), (2, 0.4)]
+    with pytest.raises(ValueError):
+        buffer.load([1, 2], [0.0])  # a truncated state is an error, not a shorter buffer
+    assert str(ReplayBuffer(2).tensors()[0].dtype) == "torch.int64"  # positions index the features, even when empty
 
 
 def test_a_refit_is_due_every_n_observations():

@@ -102,7 +102,7 @@ class UtilityPredictor:
         import torch
 
         with torch.no_grad():
-            return (MAX_UTILITY * self.live(self.features[list(positions)]).squeeze(-1)).tolist()
+            return (MAX_UTILITY * self.live(self.features[list(positions)])[:, 0]).tolist()
 
     def fit(
         self, positions: torch.Tensor, targets: torch.Tensor, *, steps: int, batch_size: int, loss: Loss, seed: int
@@ -117,7 +117,7 @@ class UtilityPredictor:
         with torch.enable_grad():
             for _ in range(steps):
                 batch = torch.randint(len(positions), (batch_size,), generator=generator)
-                predictions = MAX_UTILITY * self.learner(inputs[batch]).squeeze(-1)
+                predictions = MAX_UTILITY * self.learner(inputs[batch])[:, 0]  # the head's single output
                 value = regression_loss(predictions, targets[batch], loss)
                 self.optimizer.zero_grad()
                 value.backward()
