@@ -85,7 +85,7 @@ def overhead(overrides: list[str]) -> None:
     print(
         f"{len(rows)} steps after {WARMUP_STEPS} warm-up ({c.choices['algorithm']}, batch {c.algorithm.batch_size}, "
         f"{trainer.args.generation_batch_size // trainer.num_generations} prompts per batch from "
-        f"{settings.candidates} candidates each, {len(data['train'])} questions, refit every "
+        f"{settings.candidates} candidates each (pool={settings.pool}), {len(data['train'])} questions, refit every "
         f"{settings.update_every} questions x {settings.update_steps} steps, background={settings.background}):\n"
         f"  step time: mean {step / len(rows):.3f} s, median {statistics.median(r['step_s'] for r in rows):.3f} s\n"
         f"  on the trainer's thread: selection {on_thread['selection_s'] * 1000 / len(rows):.2f} ms/step, feedback "

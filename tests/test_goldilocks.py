@@ -1,5 +1,6 @@
-"""``sampler=goldilocks``: the target and the selection rule on hand examples, the predictor on a planted difficulty
-signal, the batch structure TRL expects, determinism, the state across a resume, and a run with every algorithm."""
+"""``sampler=goldilocks``: the target, the selection rules, the loss and the refit schedule on hand examples, the
+predictor on a planted difficulty signal, the batch structure TRL expects, determinism, the state across a resume,
+and a run with every algorithm."""
 
 from __future__ import annotations
 
@@ -16,7 +17,17 @@ from socratic_exp.components import build_components
 from socratic_exp.errors import UserError
 from socratic_exp.hydra_support import sweeps_dir
 from socratic_exp.samplers.base import STATE_FILE, GroupStats, group_rewards, utility
-from socratic_exp.samplers.goldilocks import GoldilocksSampler, GoldilocksSelector, select_from_pool
+from socratic_exp.samplers.goldilocks import sampler as runtime
+from socratic_exp.samplers.goldilocks.config import GoldilocksSampler
+from socratic_exp.samplers.goldilocks.predictor import (
+    RefitSchedule,
+    ReplayBuffer,
+    UtilityPredictor,
+    build_head,
+    regression_loss,
+)
+from socratic_exp.samplers.goldilocks.sampler import GoldilocksSelector
+from socratic_exp.samplers.goldilocks.selector import best_of_each, candidate_groups, ranked, top_of_pool
 from socratic_exp.samplers.uniform import UniformSampler
 
 # --- the target and the group statistics --------------------------------------------------------------------------
@@ -48,43 +59,261 @@ def test_group_stats_count_zero_variance_groups_and_rollouts():
     assert GroupStats().drain() == {"rollouts": 0.0}
 
 
-# --- the selection rule -------------------------------------------------------------------------------------------
+# --- the selection rules (Goldilocks RL, Fig. 1) -------------------------------------------------------------------
 
-SCORES = [0.1, 0.4, 0.3, 0.4, 0.0]
+GREEDY = {"rule": "greedy", "temperature": 1.0, "epsilon": 0.0}
+# three prompts' candidates (K = 3); the paper keeps the best of each prompt's own: 0.4, 0.2 and 0.5
+GROUPS = [[0.1, 0.4, 0.3], [0.2, 0.0, 0.05], [0.45, 0.5, 0.49]]
 
 
-def test_greedy_takes_the_best_and_ties_keep_pool_order():
-    rng = random.Random(0)
-    assert select_from_pool(SCORES, 2, rng) == [1, 3]
-    assert select_from_pool(SCORES, 3, rng) == [1, 3, 2]
-    assert select_from_pool(SCORES, 9, rng) == [1, 3, 2, 0, 4]  # never more than the pool
+def test_each_prompt_keeps_the_best_of_its_own_candidates():
+    assert best_of_each(GROUPS, random.Random(0), **GREEDY) == [1, 0, 1]
+    assert best_of_each([[0.3, 0.3, 0.1], [0.0]], random.Random(0), **GREEDY) == [0, 0]  # ties: the earlier one
+
+
+def test_the_batch_pool_keeps_the_best_of_all_candidates():
+    flat = [u for group in GROUPS for u in group]  # the same 9 candidates as one pool: the 3 best are all prompt 3's
+    assert top_of_pool(flat, 3, random.Random(0), **GREEDY) == [7, 8, 6]
+    scores = [0.1, 0.4, 0.3, 0.4, 0.0]
+    assert top_of_pool(scores, 2, random.Random(0), **GREEDY) == [1, 3]  # ties keep pool order
+    assert top_of_pool(scores, 9, random.Random(0), **GREEDY) == [1, 3, 2, 0, 4]  # never more than the pool
+
+
+def test_candidate_groups_are_disjoint_uniform_draws_of_k():
+    groups = candidate_groups(100, 4, 3, random.Random(0))
+    assert [len(g) for g in groups] == [3, 3, 3, 3]
+    assert len({q for g in groups for q in g}) == 12 and all(0 <= q < 100 for g in groups for q in g)
+    assert candidate_groups(100, 4, 3, random.Random(0)) == groups  # the seed decides the draw
+    small = candidate_groups(10, 4, 3, random.Random(1))  # 10 questions: 2 candidates for each of 4 prompts
+    assert [len(g) for g in small] == [2, 2, 2, 2] and len({q for g in small for q in g}) == 8
+    assert [len(g) for g in candidate_groups(3, 3, 5, random.Random(0))] == [1, 1, 1]
+    every = [q for seed in range(3000) for g in candidate_groups(10, 2, 2, random.Random(seed)) for q in g]
+    assert all(every.count(q) / len(every) == pytest.approx(0.1, abs=0.015) for q in range(10))  # uniform
+
+
+class FixedUtility:
+    """A fitted predictor stand-in: hand-given utilities per dataset position."""
+
+    fitted = True
+
+    def __init__(self, utilities):
+        self.utilities = utilities
+
+    def predict(self, positions):
+        return [self.utilities[p] for p in positions]
+
+
+@pytest.mark.parametrize(("pool", "expected"), [("per_prompt", [1, 3]), ("batch", [1, 2])])
+def test_the_sampler_applies_the_rule_to_its_candidate_groups(monkeypatch, pool, expected):
+    """Two prompts, candidates {0, 1, 2} and {3, 4, 5}: the second prompt gets 3 (its best, 0.2) by the paper's rule,
+    2 (the pool's second best, 0.3) by the batch rule."""
+    features, _ = planted(size=40)
+    sel = GoldilocksSelector(
+        GoldilocksSampler(pool=pool, background=False),
+        features=features,
+        indices=list(range(40)),
+        batch_size=2,
+        mini_repeat_count=1,
+        repeat_count=1,
+        seed=0,
+    )
+    monkeypatch.setattr(runtime, "candidate_groups", lambda n, b, k, rng: [[0, 1, 2], [3, 4, 5]])
+    sel.predictor = FixedUtility([0.1, 0.4, 0.3, 0.2, 0.0, 0.05])
+    assert sel.next_batch() == expected
+    assert sel.metrics()["candidate_utility"] == pytest.approx(1.05 / 6)
 
 
 def test_softmax_is_greedy_at_low_temperature_and_uniform_at_high():
     distinct = [0.1, 0.45, 0.3, 0.2, 0.0]
     for seed in range(20):
-        assert select_from_pool(distinct, 2, random.Random(seed), "softmax", temperature=1e-4) == [1, 2]
-    counts = [0] * 5
+        assert ranked(distinct, random.Random(seed), "softmax", 1e-4)[:2] == [1, 2]
+        assert best_of_each([distinct], random.Random(seed), rule="softmax", temperature=1e-4, epsilon=0.0) == [1]
     trials = 5000
-    for seed in range(trials):
-        counts[select_from_pool(distinct, 1, random.Random(seed), "softmax", temperature=1e3)[0]] += 1
-    assert all(abs(c / trials - 0.2) < 0.03 for c in counts), counts
-    # in between: the higher the utility, the more often it is drawn
     counts = [0] * 5
     for seed in range(trials):
-        counts[select_from_pool(distinct, 1, random.Random(seed), "softmax", temperature=0.1)[0]] += 1
-    assert counts[1] > counts[2] > counts[3] > counts[0] > counts[4], counts
+        counts[best_of_each([distinct], random.Random(seed), rule="softmax", temperature=1e3, epsilon=0.0)[0]] += 1
+    assert all(abs(c / trials - 0.2) < 0.03 for c in counts), counts
+    # in between: exp(u / 0.1) / sum, i.e. e^1, e^4.5, e^3, e^2, e^0 over their sum 121.21 (hand-computed)
+    counts = [0] * 5
+    for seed in range(trials):
+        counts[best_of_each([distinct], random.Random(seed), rule="softmax", temperature=0.1, epsilon=0.0)[0]] += 1
+    shares = [c / trials for c in counts]
+    assert shares == pytest.approx([0.0224, 0.7427, 0.1657, 0.0610, 0.0083], abs=0.02), shares
+    pool_counts = [0] * 5
+    for seed in range(trials):
+        pool_counts[top_of_pool(distinct, 1, random.Random(seed), rule="softmax", temperature=0.1, epsilon=0.0)[0]] += 1
+    assert [c / trials for c in pool_counts] == pytest.approx(shares, abs=0.03)
 
 
 def test_epsilon_explores_the_given_share_uniformly():
     distinct = [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
-    picks = [select_from_pool(distinct, 1, random.Random(seed), epsilon=0.3)[0] for seed in range(6000)]
-    explored = sum(p != 0 for p in picks) / len(picks)
-    assert explored == pytest.approx(0.3 * 5 / 6, abs=0.02)  # an exploring pick hits the best 1 time in 6
+    rule = {"rule": "greedy", "temperature": 1.0, "epsilon": 0.3}
+    picks = [best_of_each([distinct], random.Random(seed), **rule)[0] for seed in range(6000)]
+    assert picks.count(0) / len(picks) == pytest.approx(0.7 + 0.3 / 6, abs=0.02)  # an exploring pick may hit the best
     for other in range(1, 6):
         assert picks.count(other) / len(picks) == pytest.approx(0.05, abs=0.012)
-    every = select_from_pool(distinct, 6, random.Random(1), epsilon=1.0)
+    pool_picks = [top_of_pool(distinct, 1, random.Random(seed), **rule)[0] for seed in range(6000)]
+    assert pool_picks.count(0) / len(pool_picks) == pytest.approx(0.75, abs=0.02)  # the same for one pick
+    assert best_of_each([distinct, distinct], random.Random(0), **GREEDY) == [0, 0]
+    every = top_of_pool(distinct, 6, random.Random(1), rule="greedy", temperature=1.0, epsilon=1.0)
     assert sorted(every) == list(range(6))  # always distinct
+
+
+class Scripted(random.Random):
+    """A ``random.Random`` whose ``random()`` returns the given values, then fails (the edge values 0.0 and epsilon
+    itself: a uniform draw lies in [0, 1), and a pick explores when the draw is below epsilon)."""
+
+    def __init__(self, values):
+        super().__init__(3)
+        self.values = iter(values)
+
+    def random(self):
+        return next(self.values)
+
+    def getrandbits(self, k):  # randrange and sample keep drawing from the seeded stream
+        return super().getrandbits(k)
+
+
+def test_the_edges_of_a_uniform_draw():
+    from socratic_exp.samplers.goldilocks.selector import _open_unit
+
+    assert _open_unit(Scripted([0.0, 0.25])) == 0.25  # 0 is drawn again: its log is undefined
+    distinct = [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    # a draw equal to epsilon does not explore, so epsilon = 0 never does
+    assert best_of_each([distinct, distinct], Scripted([0.3, 0.3]), **{**GREEDY, "epsilon": 0.3}) == [0, 0]
+    assert top_of_pool(distinct, 3, Scripted([0.0, 0.0, 0.0]), rule="greedy", temperature=1.0, epsilon=0.0) == [0, 1, 2]
+
+
+# --- the predictor's loss, buffer and schedule (hand examples) -------------------------------------------------------
+
+
+def test_the_loss_is_the_mean_absolute_error():
+    """Errors -0.2, 0.3, 0: MAE 0.5 / 3 with gradient sign(e) / 3; MSE would give 0.13 / 3 and 2 e / 3."""
+    import torch
+
+    predictions = torch.tensor([0.1, 0.4, 0.25], requires_grad=True)
+    targets = torch.tensor([0.3, 0.1, 0.25])
+    mae = regression_loss(predictions, targets, "mae")
+    mae.backward()
+    assert mae.item() == pytest.approx(0.5 / 3)
+    assert predictions.grad.tolist() == pytest.approx([-1 / 3, 1 / 3, 0.0])
+    predictions.grad = None
+    mse = regression_loss(predictions, targets, "mse")
+    mse.backward()
+    assert mse.item() == pytest.approx(0.13 / 3)
+    assert predictions.grad.tolist() == pytest.approx([-0.4 / 3, 0.6 / 3, 0.0])
+
+
+def zero_predictor(learning_rate: float = 0.1) -> UtilityPredictor:
+    """A linear head on all-zero features with zero weights: every prediction is 0.5 * sigmoid(bias), 0.25 at first."""
+    import torch
+
+    predictor = UtilityPredictor(torch.zeros(4, 2), hidden_size=0, learning_rate=learning_rate, seed=0)
+    for module in (predictor.live, predictor.learner):
+        torch.nn.init.zeros_(module[0].weight)
+        torch.nn.init.zeros_(module[0].bias)
+    return predictor
+
+
+@pytest.mark.parametrize(
+    ("loss", "steps", "expected"),
+    [
+        ("mae", 1, 0.15),  # |0.25 - 0.1|
+        ("mse", 1, 0.0225),  # (0.25 - 0.1)^2
+        # Adam's first step moves the bias by -lr = -0.1: 0.5 * sigmoid(-0.1) = 0.237510, error 0.137510
+        ("mae", 2, (0.15 + 0.137510) / 2),
+    ],
+)
+def test_a_refit_minimises_the_configured_loss(loss, steps, expected):
+    import torch
+
+    predictor = zero_predictor()
+    positions, targets = torch.tensor([0, 1, 2, 3]), torch.full((4,), 0.1)
+    weights, mean_loss = predictor.fit(positions, targets, steps=steps, batch_size=8, loss=loss, seed=0)
+    assert mean_loss == pytest.approx(expected, abs=1e-5)
+    assert weights["0.bias"].item() == pytest.approx(-0.1 * steps, abs=1e-4)  # Adam: lr per step, whatever the loss
+    assert predictor.predict([0]) == [0.25]  # the live copy answers until the sampler applies the new weights
+
+
+def test_a_refit_step_uses_a_mini_batch_of_the_buffer():
+    """Targets 0.1 and 0.3, every prediction 0.25: one observation per step gives a loss of 0.15 or 0.05, never the
+    whole buffer's 0.1."""
+    import torch
+
+    losses = set()
+    for seed in range(6):
+        _, loss = zero_predictor().fit(
+            torch.tensor([0, 1]), torch.tensor([0.1, 0.3]), steps=1, batch_size=1, loss="mae", seed=seed
+        )
+        losses.add(round(loss, 6))
+    assert losses == {0.15, 0.05}
+
+
+def test_mae_fits_the_median_and_mse_the_mean():
+    """Targets 0.1, 0.1, 0.1, 0.5: the MAE minimiser is their median 0.1, the MSE one their mean 0.2."""
+    import torch
+
+    fitted = {}
+    for loss in ("mae", "mse"):
+        predictor = zero_predictor(learning_rate=0.05)
+        weights, _ = predictor.fit(
+            torch.tensor([0, 1, 2, 3]), torch.tensor([0.1, 0.1, 0.1, 0.5]), steps=400, batch_size=64, loss=loss, seed=0
+        )
+        predictor.live.load_state_dict(weights)
+        fitted[loss] = predictor.predict([0])[0]
+    assert fitted["mae"] == pytest.approx(0.1, abs=0.01)
+    assert fitted["mse"] == pytest.approx(0.2, abs=0.01)
+
+
+def test_predictions_lie_in_zero_to_one_half():
+    import torch
+
+    predictor = zero_predictor()
+    torch.nn.init.constant_(predictor.live[0].bias, 40.0)
+    assert predictor.predict([0, 3]) == [0.5, 0.5]
+    torch.nn.init.constant_(predictor.live[0].bias, -40.0)
+    assert predictor.predict([1]) == pytest.approx([0.0], abs=1e-12)
+
+
+def test_the_head_and_its_seeded_initial_weights():
+    import torch
+
+    linear, mlp = build_head(6, 0), build_head(6, 5)
+    assert [type(m).__name__ for m in linear] == ["Linear", "Sigmoid"] and linear[0].weight.shape == (1, 6)
+    assert [type(m).__name__ for m in mlp] == ["Linear", "GELU", "Linear", "Sigmoid"]
+    assert mlp[0].weight.shape == (5, 6) and mlp[2].weight.shape == (1, 5)
+    before = torch.random.get_rng_state()
+    a, b, c = (UtilityPredictor(torch.zeros(3, 6), hidden_size=5, learning_rate=0.1, seed=s) for s in (7, 7, 8))
+    assert torch.equal(torch.random.get_rng_state(), before)  # the global stream is untouched
+    assert torch.equal(a.live[0].weight, b.live[0].weight) and not torch.equal(a.live[0].weight, c.live[0].weight)
+    assert torch.equal(a.learner[0].weight, a.live[0].weight) and a.learner is not a.live
+    assert a.optimizer.param_groups[0]["lr"] == 0.1 and a.fitted is False
+
+
+def test_the_replay_buffer_keeps_the_latest():
+    buffer = ReplayBuffer(3)
+    for position, target in [(5, 0.1), (6, 0.2), (7, 0.3), (8, 0.5)]:
+        buffer.add(position, target)
+    assert len(buffer) == 3 and list(buffer.entries) == [(6, 0.2), (7, 0.3), (8, 0.5)]
+    assert buffer.mean() == pytest.approx(1.0 / 3)
+    positions, targets = buffer.tensors()
+    assert positions.tolist() == [6, 7, 8] and str(positions.dtype) == "torch.int64"
+    assert targets.tolist() == pytest.approx([0.2, 0.3, 0.5]) and str(targets.dtype) == "torch.float32"
+    buffer.load([1, 2], [0.0, 0.4])
+    assert list(buffer.entries) == [(1, 0.0), (2, 0.4)]
+    with pytest.raises(ValueError):
+        buffer.load([1, 2], [0.0])  # a truncated state is an error, not a shorter buffer
+    assert str(ReplayBuffer(2).tensors()[0].dtype) == "torch.int64"  # positions index the features, even when empty
+
+
+def test_a_refit_is_due_every_n_observations():
+    schedule = RefitSchedule(3)
+    assert [schedule.add(2) for _ in range(6)] == [False, True, True, False, True, True]  # 2, 4 -> 1, 3 -> 0, ...
+    assert schedule.count == 0
+    assert RefitSchedule(3).add(3) is True
+    big = RefitSchedule(3)
+    assert big.add(7) is True and big.count == 1  # one refit per batch; the rest counts towards the next
+    assert big.add(1) is False and big.add(1) is True
 
 
 # --- the selector on synthetic feedback -------------------------------------------------------------------------
@@ -141,7 +370,7 @@ def test_predictor_learns_a_planted_difficulty_signal():
     truth = [math.sqrt(p * (1 - p)) for p in rates]
     unseen = [q for q in range(len(rates)) if not sel.seen[q]][:1000]
     predictions = sel.predictor.predict(unseen)
-    mean = sum(t for _, t in sel.buffer) / len(sel.buffer)
+    mean = sel.buffer.mean()
     mae = sum(abs(p - truth[q]) for p, q in zip(predictions, unseen, strict=True)) / len(unseen)
     baseline = sum(abs(mean - truth[q]) for q in unseen) / len(unseen)
     assert mae < 0.7 * baseline, (mae, baseline)
@@ -264,7 +493,7 @@ def test_prior_column_features_are_standardised_and_cached(tmp_path):
     import torch
     from datasets import Dataset
 
-    from socratic_exp.samplers.question_features import FEATURES_FILE, prior_features, question_features
+    from socratic_exp.samplers.goldilocks.features import FEATURES_FILE, prior_features, question_features
 
     raw = prior_features([0.2, None, 1.0, "n/a", 1.5])  # [p, sqrt(p (1 - p)), missing]; missing counts as 0.5
     expected = [[0.2, 0.4, 0.0], [0.5, 0.5, 1.0], [1.0, 0.0, 0.0], [0.5, 0.5, 1.0], [0.5, 0.5, 1.0]]
@@ -294,7 +523,7 @@ def test_embedding_model_features_from_a_local_folder(tmp_path):
 
     from socratic_exp.models.char_tokenizer import build_char_tokenizer
     from socratic_exp.models.tiny import TinyModel
-    from socratic_exp.samplers.question_features import question_features
+    from socratic_exp.samplers.goldilocks.features import question_features
 
     tokenizer = build_char_tokenizer()
     TinyModel().build_untrained(tokenizer).save_pretrained(tmp_path / "encoder")

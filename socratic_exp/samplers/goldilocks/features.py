@@ -1,4 +1,5 @@
-"""Frozen question features for the Goldilocks utility predictor (``sampler=goldilocks``).
+"""Frozen question features for the Goldilocks utility predictor (``sampler=goldilocks``; ours: the paper's teacher
+reads the question text itself with a language model).
 
 - ``student``: the mean of the student's last hidden states over the prompt's tokens, as the student reads the
   prompt (chat template included), computed once with the weights it has when training starts.
@@ -22,11 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from socratic_exp.errors import ConfigError
+from socratic_exp.tasks.base import question_text
 
 if TYPE_CHECKING:
     import torch
 
-    from socratic_exp.samplers.goldilocks import GoldilocksSampler
+    from socratic_exp.samplers.goldilocks.config import GoldilocksSampler
 
 log = logging.getLogger("socratic_exp")
 FEATURES_FILE = "goldilocks_features.pt"
@@ -157,13 +159,6 @@ def standardized(features: torch.Tensor) -> torch.Tensor:
 
     mean, std = features.mean(0), features.std(0)
     return (features - mean) / torch.where(std > 1e-8, std, torch.ones_like(std))
-
-
-def question_text(prompt: Any) -> str:
-    """The question as an encoder should read it: the plain prompt, or the last user turn of chat messages."""
-    if isinstance(prompt, str):
-        return prompt
-    return next(m["content"] for m in reversed(prompt) if m["role"] == "user")
 
 
 def _as_text(prompt: Any, tokenizer: Any, trainer: Any) -> str:
