@@ -133,6 +133,10 @@ def test_token_weights_edge_cases_by_hand():
     assert token_weights(
         padding_kept, valid, normalize="all_tokens", loss_type="dapo", batch_tokens=2, batch_kept=1
     ).tolist() == [[1, 0, 0]]
+    one = torch.tensor([[1, 0, 0]]).bool()  # one kept token of two: it weighs 2 (a batch of one kept token)
+    assert token_weights(
+        one, valid, normalize="kept_tokens", loss_type="dapo", batch_tokens=2, batch_kept=1
+    ).tolist() == [[2, 0, 0]]
     nothing = torch.zeros(1, 3, dtype=torch.bool)
     assert token_weights(
         nothing, valid, normalize="kept_tokens", loss_type="dapo", batch_tokens=2, batch_kept=0
@@ -475,16 +479,18 @@ def test_multirun_sweep_launches_54_jobs(run_app):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("mode", "rho", "normalize"),
-    [("top", 0.2, "all_tokens"), ("bottom", 0.8, "kept_tokens"), ("random", 0.2, "kept_tokens")],
+    ("mode", "rho", "normalize", "accumulation"),
+    # top: two loss calls per optimizer step, so the generation batch is ranked before them (the pre-pass)
+    [("top", 0.2, "all_tokens", 2), ("bottom", 0.8, "kept_tokens", 1), ("random", 0.2, "kept_tokens", 1)],
 )
-def test_run_logs_the_kept_share_and_the_forking_tokens(run_app, mode, rho, normalize):
+def test_run_logs_the_kept_share_and_the_forking_tokens(run_app, mode, rho, normalize, accumulation):
     proc, outputs = run_app(
         "algorithm=entropy_masked",
         "debug=quick_warmstart",
         f"algorithm.mode={mode}",
         f"algorithm.rho={rho}",
         f"algorithm.normalize={normalize}",
+        f"algorithm.gradient_accumulation_steps={accumulation}",
         "algorithm.max_steps=2",
         "eval.every_steps=0",
         "save_final_model=false",
