@@ -6,7 +6,8 @@
 ``step-time`` builds both trainers from the same warm-started student and times what differs between them, the
 loss and its backward pass, on one shared rollout batch (40 back-to-back pairs, alternating which goes first);
 the rollout itself (identical for both) is timed once, which gives the whole step's ratio. The mask hook is also
-timed alone: on a shared CPU whole losses vary by several percent from run to run, far more than the mask costs.
+timed alone: on a shared CPU whole losses vary by several percent from run to run, far more than the mask costs; so
+is the ranking pre-pass that a generation batch split into several loss calls gets (``steps_per_generation > 1``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ def step_time(overrides: list[str]) -> None:
         for _ in range(REPEATS):
             trainers["entropy_masked"].get_high_entropy_mask(entropies, mask, 0.0)
         hook = (time.perf_counter() - start) / REPEATS
+        # With steps_per_generation > 1 the generation batch is ranked once, before its loss calls, from one extra
+        # no-grad forward pass: its cost per generation batch, on this batch taken as one.
+        start = time.perf_counter()
+        for _ in range(REPEATS):
+            trainers["entropy_masked"]._weigh_generation_batch([dict(batch)])
+        prepass = (time.perf_counter() - start) / REPEATS
     grpo, masked = statistics.median(times["grpo"]), statistics.median(times["entropy_masked"])
     # Each repeat times both back to back, so the load of a shared machine hits a pair alike: the median ratio of
     # the pairs is steadier than the ratio of the medians.
@@ -81,7 +88,9 @@ def step_time(overrides: list[str]) -> None:
         f"rollout (generation + reward) {rollout:.2f} s: "
         f"whole-step ratio {(rollout + ratio * grpo) / (rollout + grpo):.4f}\n"
         f"the mask alone: {hook * 1000:.2f} ms per loss call, {hook / grpo:.2%} of grpo's loss + backward, "
-        f"{hook / (rollout + grpo):.2%} of its step"
+        f"{hook / (rollout + grpo):.2%} of its step\n"
+        f"the ranking pre-pass (steps_per_generation > 1, once per generation batch): {prepass * 1000:.1f} ms for "
+        f"this batch, {prepass / grpo:.1%} of grpo's loss + backward on it, {prepass / (rollout + grpo):.2%} of a step"
     )
 
 
