@@ -303,16 +303,35 @@ def test_rollout_teacher_tokens_carry_no_loss(rollout_trainer):
 
 @pytest.mark.slow
 def test_rollout_advantages_and_counts_match_the_active_sets(rollout_trainer):
-    """Wiring: the trainer's token advantages are Eq. 20's per attempt (the KL to the initial policy is exactly 0
-    before the first update, the copy having the same weights), and the logged counts follow the rollouts."""
+    """Wiring: each attempt's tokens get (r - mean) / (std + eps) over the batch's attempts (Eq. 20; the KL to the
+    initial policy is exactly 0 before the first update, the copy having the same weights), teacher tokens 0, and
+    the logged counts follow the rollouts."""
+    import statistics
+
     trainer, output, _, _ = rollout_trainer
     assert trainer.socratic.reward_kl_coef == 0.01 and trainer.ref_policy is not None
     assert float(trainer._per_token_kl(output).abs().max()) == 0.0
+    # The quickly warm-started student may solve nothing in one batch (every advantage 0): give the attempts
+    # rewards of our own, 0.1 * (rollout index % 4) * attempt number, and compute Eq. 20 here.
+    original = trainer._rewards
+    trainer._rewards = [
+        [0.1 * (i % 4) * (k + 1) for k in range(len(r.outcomes))] for i, r in enumerate(trainer._rollouts)
+    ]
+    try:
+        advantages = trainer._token_advantages(output)
+    finally:
+        rewards, trainer._rewards = trainer._rewards, original
+    counted = [
+        reward for r, values in zip(trainer._rollouts, rewards, strict=True)
+        for (start, end), reward in zip(r.segments, values, strict=True) if end > start
+    ]  # fmt: skip
+    mean, std = statistics.fmean(counted), statistics.pstdev(counted)
+    assert std > 0.1
+    for i, rollout in enumerate(trainer._rollouts):
+        for (start, end), reward in zip(rollout.segments, rewards[i], strict=True):
+            assert torch_close(advantages[i, start:end], (reward - mean) / (std + 1e-6))
+    assert float(advantages[output["tool_mask"] == 0].abs().max()) == 0.0
     outcomes = [r.outcomes for r in trainer._rollouts]
-    advantages = normalized_advantages(decayed_rewards(outcomes))
-    for i, (rollout, values) in enumerate(zip(trainer._rollouts, advantages, strict=True)):
-        for (start, end), value in zip(rollout.segments, values, strict=True):
-            assert torch_close(output["advantages"][i, start:end], value)
     logged = {k: v[-1] for k, v in trainer._metrics["train"].items() if k.startswith("socraticpo/")}
     n = len(outcomes)
     for k in range(trainer.socratic.max_attempts):
@@ -343,6 +362,8 @@ def test_rollout_folds_the_kl_into_the_returns_before_normalising(rollout_traine
     ratios, weighted_sum, weighted_squares, attempts = [], 0.0, 0.0, 0
     for i, rollout in enumerate(trainer._rollouts):
         for start, end in rollout.segments:
+            if start == end:  # a bare end-of-sequence attempt: no tokens, out of the statistics (rewards.py)
+                continue
             values = advantages[i, start:end].double()
             steps, token_kl = values[:-1] - values[1:], kl[i, start : end - 1].double()
             ratios += (steps / token_kl)[token_kl.abs() > 0.02].tolist()  # float32 advantages: skip tiny KLs
