@@ -129,6 +129,16 @@ def test_without_kl_the_token_advantages_are_eq20_per_attempt():
     assert by_token[1] == [[pytest.approx(-1.697749, abs=1e-6)], [pytest.approx(-0.242536, abs=1e-6)] * 3]
 
 
+def test_shapes_must_match():
+    assert decayed_rewards([]) == [] and normalized_returns([]) == []
+    with pytest.raises(ValueError):  # one KL list per attempt
+        kl_folded_returns([[1.0], [0.0, 0.5]], [[[0.1]], [[0.2]]], 0.5)
+    with pytest.raises(ValueError):  # one KL list per rollout
+        kl_folded_returns([[1.0], [0.0]], [[[0.1]]], 0.5)
+    with pytest.raises(ValueError):  # one group per rollout
+        normalized_returns([[[1.0]], [[0.0]]], groups=[0])
+
+
 def test_an_attempt_without_tokens_stays_out_of_the_statistics():
     # values 1, 1 (one attempt, weight 1/2 each) and 0 (weight 1): mean 0.5, std 0.5; the empty attempt adds nothing
     advantages = normalized_returns([[[1.0, 1.0]], [[], [0.0]]], eps=0.0)

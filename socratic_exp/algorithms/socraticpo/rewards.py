@@ -47,14 +47,14 @@ def decayed_rewards(outcomes: Sequence[Sequence[float]], decay: bool = True) -> 
     """
     if not decay:
         return [[float(d) for d in attempts] for attempts in outcomes]
-    rewards = [[0.0] * len(attempts) for attempts in outcomes]
+    rewards: list[list[float]] = [[] for _ in outcomes]
     total, count = 0.0, 0  # running sums over the active attempts of steps 1..k-1 (Eq. 18)
     steps = max((len(attempts) for attempts in outcomes), default=0)
     for k in range(steps):
         scale = 1.0 if k == 0 else total / count  # count > 0: every rollout is active at step 1
         active = [i for i, attempts in enumerate(outcomes) if len(attempts) > k]
         for i in active:
-            rewards[i][k] = scale * float(outcomes[i][k])
+            rewards[i].append(scale * float(outcomes[i][k]))
         total += sum(rewards[i][k] for i in active)
         count += len(active)
     return rewards
@@ -87,8 +87,9 @@ def normalized_returns(
     """(G - mu) / (sigma + eps) per token, mu and sigma weighted as ``weighting`` says, over the whole batch or
     within each group of rollouts (``groups[i]``: rollout i's group)."""
     keys = list(groups) if groups is not None else [0] * len(returns)
+    rollouts = list(zip(keys, returns, strict=True))
     pooled: dict[int, list[tuple[float, float]]] = {}  # group -> (weight, value) of every token
-    for key, rollout in zip(keys, returns, strict=True):
+    for key, rollout in rollouts:
         for values in filter(None, rollout):  # an attempt without tokens trains nothing
             weight = 1.0 / len(values) if weighting == "attempts" else 1.0
             pooled.setdefault(key, []).extend((weight, value) for value in values)
@@ -100,7 +101,7 @@ def normalized_returns(
         stats[key] = (mean, math.sqrt(variance))
     return [
         [[(value - stats[key][0]) / (stats[key][1] + eps) for value in values] for values in rollout]
-        for key, rollout in zip(keys, returns, strict=True)
+        for key, rollout in rollouts
     ]
 
 
@@ -108,9 +109,9 @@ def normalized_advantages(
     rewards: Sequence[Sequence[float]], groups: Sequence[int] | None = None, eps: float = 1e-6
 ) -> list[list[float]]:
     """Eq. 20 on the attempts themselves: (r - mean) / (std + eps) over every attempt of the batch (or of its
-    group), each attempt counted once (``normalized_returns`` with one return per attempt)."""
+    group), each attempt counted once (``normalized_returns`` with one return per attempt: either weighting)."""
     as_returns = [[[reward] for reward in rollout] for rollout in rewards]
-    advantages = normalized_returns(as_returns, groups, "attempts", eps)
+    advantages = normalized_returns(as_returns, groups, eps=eps)
     return [[values[0] for values in rollout] for rollout in advantages]
 
 
