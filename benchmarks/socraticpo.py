@@ -3,11 +3,12 @@
     python benchmarks/socraticpo.py step-time [overrides]      # e.g. teacher=llm algorithm.max_attempts=2
     python benchmarks/socraticpo.py sweep <multirun folder>...  # mean +- std per variant and teacher, and plots
 
-``step-time`` builds both trainers from the same warm-started student and runs whole steps on the same prompts
-(rollout, then loss and backward; the optimizer step, the same for both, is left out), alternating which goes
-first. It also counts SocraticPO's generation work: the student tokens it generated (only unsolved rollouts
-generate again), the decode slots the padded batches took (rows x longest attempt, per round), and the slots a
-rollout that regenerated every sample at every round would take.
+``step-time`` builds the trainers (``grpo``; ``socraticpo`` as configured, by default with the KL to the initial
+policy folded into its returns; ``socraticpo_no_kl``, the same with ``algorithm.kl_coef=0``) from the same
+warm-started student and runs whole steps on the same prompts (rollout, then loss and backward; the optimizer step,
+the same for all, is left out), rotating which goes first. It also counts SocraticPO's generation work: the student
+tokens it generated (only unsolved rollouts generate again), the decode slots the padded batches took (rows x
+longest attempt, per round), and the slots a rollout that regenerated every sample at every round would take.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def step_time(overrides: list[str]) -> None:
     options = {
         "grpo": build_components(compose("algorithm=grpo", "teacher=none", *common)),
         "socraticpo": build_components(compose("algorithm=socraticpo", "teacher=rule", *common)),
+        "socraticpo_no_kl": build_components(
+            compose("algorithm=socraticpo", "teacher=rule", *common, "algorithm.kl_coef=0")
+        ),
     }
     c = options["socraticpo"]
     data = c.task.build()
@@ -52,7 +56,8 @@ def step_time(overrides: list[str]) -> None:
             rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
             rows = [row for row in rows for _ in range(group)]
             order = list(trainers.items())
-            for name, trainer in order if repeat % 2 else order[::-1]:  # neither always goes first
+            shift = repeat % len(order)
+            for name, trainer in order[shift:] + order[:shift]:  # none always goes first
                 torch.manual_seed(repeat)
                 start = time.perf_counter()
                 batch = trainer._generate_and_score_completions(rows)
@@ -79,6 +84,13 @@ def step_time(overrides: list[str]) -> None:
             f"{parts['loss']:.3f} s ({parts['tokens']:.0f} completion tokens)"
         )
     print(f"  socraticpo / grpo, paired: {ratio:.2f}x (K={K}, teacher={c.teacher.__class__.__name__})")
+    kl_ratio = statistics.median(
+        s / n for s, n in zip(times["socraticpo"]["step"], times["socraticpo_no_kl"]["step"], strict=True)
+    )
+    print(
+        f"  socraticpo / socraticpo_no_kl, paired: {kl_ratio:.2f}x (kl_coef {algorithm.reward_kl_coef}: the initial "
+        "policy's and the rollout policy's log-probabilities, two forward passes more per step)"
+    )
     mean = {k: statistics.mean(v) for k, v in work.items()}
     print(
         f"generation per step (mean): {mean['attempts']:.1f} attempts, {mean['generated']:.0f} student tokens, "

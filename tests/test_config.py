@@ -90,6 +90,7 @@ BAD_INPUTS = [
     (["algorithm.learning_rate=0"], "algorithm.learning_rate=0.0: must be > 0"),
     (["algorithm.learning_rate=fast"], "algorithm.learning_rate='fast': expected float"),
     (["algorithm.loss_type=ppo"], "algorithm.loss_type='ppo': expected one of"),
+    (["algorithm=socraticpo", "algorithm.loss_type=grpo"], "algorithm.loss_type='grpo': weighs a token by its packed"),
     (["algorithm.top_p=1.5"], "algorithm.top_p=1.5: must be <= 1.0"),
     (["+algorithm.trl_args.output_dir=x"], "algorithm.trl_args="),
     (["+algorithm.bogus=1"], "algorithm.bogus: unknown key"),
@@ -251,7 +252,7 @@ def test_wheel_ships_the_configs(tmp_path):
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
     )
     assert run.returncode == 0, run.stderr
-    assert "socratic_exp.algorithms.socraticpo.SocraticPO" in run.stdout
+    assert "socratic_exp.algorithms.socraticpo.config.SocraticPO" in run.stdout
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])

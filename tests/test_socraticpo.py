@@ -11,7 +11,13 @@ from conftest import compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.algorithms.socraticpo import attempt_metrics, decayed_rewards, normalized_advantages
+from socratic_exp.algorithms.socraticpo.rewards import (
+    attempt_metrics,
+    decayed_rewards,
+    kl_folded_returns,
+    normalized_advantages,
+    normalized_returns,
+)
 from socratic_exp.models.base import frozen_copy
 
 
@@ -39,20 +45,105 @@ def test_reward_decay_hand_computed():
     # step 3 (rollouts 3-4 active): r = mu_2 * delta -> [5/28, 0]
     assert rewards == [[1.0], [0.0, 0.25], [0.0, 0.0, pytest.approx(5 / 28)], [0.0, 0.0, 0.0]]
     assert decayed_rewards(hand_example(), decay=False) == hand_example()
-    flat = [0.0 + r for row in rewards for r in row]
-    mean = sum(flat) / len(flat)
-    std = (sum((r - mean) ** 2 for r in flat) / len(flat)) ** 0.5
-    advantages = normalized_advantages(rewards, eps=1e-6)
-    assert advantages[0][0] == pytest.approx((1 - mean) / (std + 1e-6))
-    assert advantages[1][1] == pytest.approx((0.25 - mean) / (std + 1e-6))
+    # a correct attempt at step 2 after a step-1 batch with no success earns nothing (mu_1 = 0)
+    assert decayed_rewards([[0.0, 1.0], [0.0, 0.0]]) == [[0.0, 0.0], [0.0, 0.0]]
+    # mu_1 = 1/3 over three rollouts; mu_2 counts every active attempt of steps 1 and 2, decayed rewards included:
+    # (1 + 0 + 0 + 1/3 + 0) / 5 = 4/15
+    rewards = decayed_rewards([[1.0], [0.0, 1.0], [0.0, 0.0, 1.0]])
+    assert rewards == [[1.0], [0.0, pytest.approx(1 / 3)], [0.0, 0.0, pytest.approx(4 / 15)]]
+
+
+def test_eq20_advantages_hand_computed():
+    """Eq. 20 over the nine attempts of the hand example: rewards 1, 0, 1/4, 0, 0, 5/28, 0, 0, 0.
+    mean = (1 + 1/4 + 5/28) / 9 = 10/63 = 0.158730; E[r^2] = (1 + 1/16 + 25/784) / 9 = 0.121599,
+    std = sqrt(0.121599 - 0.158730^2) = 0.310489; a = (r - mean) / (std + 1e-6)."""
+    advantages = normalized_advantages(decayed_rewards(hand_example()))
+    wrong = -0.511225  # (0 - 0.158730) / 0.310489
+    expected = [[2.709492], [wrong, 0.293954], [wrong, wrong, 0.063903], [wrong, wrong, wrong]]
+    assert advantages == [[pytest.approx(a, abs=2e-6) for a in row] for row in expected]
 
 
 def test_grpo_backend_normalises_within_each_prompt_group():
-    rewards = [[1.0], [0.0, 0.5], [0.0], [0.0]]
-    advantages = normalized_advantages(rewards, groups=[0, 0, 1, 1])
-    assert advantages[2] == advantages[3] == [0.0]  # a group with one reward value carries no signal
-    assert advantages[0][0] > advantages[1][1] > advantages[1][0]
-    assert sum(advantages[0] + advantages[1]) == pytest.approx(0.0, abs=1e-6)  # centred within the group
+    # group 0 pools 1, 0, 0.5: mean 0.5, std sqrt(1/6) = 0.408248 -> +-1.224745 and 0; group 1 (0, 0): std 0 -> 0
+    advantages = normalized_advantages([[1.0], [0.0, 0.5], [0.0], [0.0]], groups=[0, 0, 1, 1])
+    assert advantages[0] == [pytest.approx(1.224742, abs=1e-6)]  # 0.5 / (0.408248 + 1e-6)
+    assert advantages[1] == [pytest.approx(-1.224742, abs=1e-6), 0.0]
+    assert advantages[2] == advantages[3] == [0.0]
+    with pytest.raises(ZeroDivisionError):  # eps is what keeps a group without spread finite
+        normalized_advantages([[0.0], [0.0]], groups=[0, 0], eps=0.0)
+    assert normalized_advantages([[0.0], [0.0]], groups=[0, 0]) == [[0.0], [0.0]]
+
+
+# The KL hand example (REINFORCE++'s folding, beta = 0.5). Rollout 0 solved at once (r = 1) in two tokens with
+# k1 KL 0.2, 0.4; rollout 1 wrong at attempt 1 (one token, KL 0.2), then right at attempt 2 with the decayed
+# reward 0.5 in two tokens with KL 0.2, -0.2 (k1 can be negative).
+KL_REWARDS = [[1.0], [0.0, 0.5]]
+KL_VALUES = [[[0.2, 0.4]], [[0.2], [0.2, -0.2]]]
+
+
+def test_kl_is_folded_into_each_attempts_return_to_go():
+    # G_t = r - 0.5 * (KL of tokens t.. of the same attempt): 1 - 0.5 * 0.6, 1 - 0.5 * 0.4 | 0 - 0.5 * 0.2 |
+    # 0.5 - 0.5 * 0.0, 0.5 - 0.5 * (-0.2)
+    returns = kl_folded_returns(KL_REWARDS, KL_VALUES, 0.5)
+    expected = [[[0.7, 0.8]], [[-0.1], [0.5, 0.6]]]
+    assert returns == [[[pytest.approx(g) for g in attempt] for attempt in rollout] for rollout in expected]
+    assert kl_folded_returns(KL_REWARDS, KL_VALUES, 0.0) == [[[1.0, 1.0]], [[0.0], [0.5, 0.5]]]
+
+
+def test_folded_returns_are_normalised_per_attempt_then_per_token():
+    returns = [[[0.7, 0.8]], [[-0.1], [0.5, 0.6]]]
+    # attempts: token weights 1/2, 1/2 | 1 | 1/2, 1/2 (total 3). mean = (0.75 - 0.1 + 0.55) / 3 = 0.4;
+    # variance = (0.5 (0.3^2 + 0.4^2) + 0.5^2 + 0.5 (0.1^2 + 0.2^2)) / 3 = 0.4 / 3, std = 0.365148
+    by_attempt = normalized_returns(returns, eps=0.0)
+    expected = [[[0.821584, 1.095445]], [[-1.369306], [0.273861, 0.547723]]]
+    assert by_attempt == [[[pytest.approx(a, abs=1e-6) for a in att] for att in rollout] for rollout in expected]
+    # tokens: each of the five counts once. mean = 2.5 / 5 = 0.5; variance = (0.04 + 0.09 + 0.36 + 0 + 0.01) / 5
+    # = 0.1, std = 0.316228
+    by_token = normalized_returns(returns, weighting="tokens", eps=0.0)
+    expected = [[[0.632456, 0.948683]], [[-1.897367], [0.0, 0.316228]]]
+    assert by_token == [[[pytest.approx(a, abs=1e-6) for a in att] for att in rollout] for rollout in expected]
+    # the default epsilon, 1e-6, is in the denominator: 0.3 / (0.365148 + 1e-6)
+    assert normalized_returns(returns)[0][0][0] == pytest.approx(0.821582, abs=1e-6)
+
+
+def test_kl_enters_before_the_normalisation_not_after():
+    """The issue's bug: subtracting beta * KL-to-go from the normalised advantage leaves the KL unscaled by the
+    batch std and outside the mean. Here the folded advantages are the hand-computed ones above, not
+    Eq. 20's advantages of the rewards 1, 0, 0.5 (1.224745, -1.224745, 0) minus 0.5 * KL-to-go."""
+    advantages = normalized_returns(kl_folded_returns(KL_REWARDS, KL_VALUES, 0.5), eps=0.0)
+    assert advantages[0][0][0] == pytest.approx(0.821584, abs=1e-6)  # not 1.224745 - 0.3 = 0.924745
+    assert advantages[1][0][0] == pytest.approx(-1.369306, abs=1e-6)  # not -1.224745 - 0.1 = -1.324745
+
+
+def test_without_kl_the_token_advantages_are_eq20_per_attempt():
+    # rewards 1, 0, 0.5 in attempts of 2, 1 and 3 tokens: per-attempt weighting gives Eq. 20's +-1.224745 and 0
+    # whatever the lengths; per-token weighting counts the six tokens 1, 1, 0, 0.5, 0.5, 0.5: mean 0.583333,
+    # variance (2 * 0.416667^2 + 0.583333^2 + 3 * 0.083333^2) / 6 = 0.118056, std 0.343592 -> 1.212678, -1.697749,
+    # -0.242536
+    returns = kl_folded_returns([[1.0], [0.0, 0.5]], [[[0.0, 0.0]], [[0.0], [0.0, 0.0, 0.0]]], 0.01)
+    by_attempt = normalized_returns(returns, eps=0.0)
+    assert by_attempt[0] == [[pytest.approx(1.224745, abs=1e-6)] * 2]
+    assert by_attempt[1] == [[pytest.approx(-1.224745, abs=1e-6)], [pytest.approx(0.0, abs=1e-9)] * 3]
+    by_token = normalized_returns(returns, weighting="tokens", eps=0.0)
+    assert by_token[0] == [[pytest.approx(1.212678, abs=1e-6)] * 2]
+    assert by_token[1] == [[pytest.approx(-1.697749, abs=1e-6)], [pytest.approx(-0.242536, abs=1e-6)] * 3]
+
+
+def test_shapes_must_match():
+    assert decayed_rewards([]) == [] and normalized_returns([]) == []
+    with pytest.raises(ValueError):  # one KL list per attempt
+        kl_folded_returns([[1.0], [0.0, 0.5]], [[[0.1]], [[0.2]]], 0.5)
+    with pytest.raises(ValueError):  # one KL list per rollout
+        kl_folded_returns([[1.0], [0.0]], [[[0.1]]], 0.5)
+    with pytest.raises(ValueError):  # one group per rollout
+        normalized_returns([[[1.0]], [[0.0]]], groups=[0])
+
+
+def test_an_attempt_without_tokens_stays_out_of_the_statistics():
+    # values 1, 1 (one attempt, weight 1/2 each) and 0 (weight 1): mean 0.5, std 0.5; the empty attempt adds nothing
+    advantages = normalized_returns([[[1.0, 1.0]], [[], [0.0]]], eps=0.0)
+    assert advantages == [[[1.0, 1.0]], [[], [-1.0]]]
+    assert normalized_returns([[[1.0, 1.0]], [[], [0.0]]], groups=[0, 1], eps=1.0) == [[[0.0, 0.0]], [[], [0.0]]]
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,12 +181,54 @@ def test_theorem1_advantage_vanishes_as_correction_saturates():
 
 def test_attempt_metrics_follow_the_active_sets():
     rollouts = hand_example()
-    metrics = attempt_metrics(rollouts, decayed_rewards(rollouts), 3)
-    assert metrics["unassisted_acc"] == 0.25
+    metrics = attempt_metrics(rollouts, decayed_rewards(rollouts), 4)
+    assert metrics["unassisted_acc"] == 0.25 and metrics["guided_acc/step1"] == 0.25
     assert metrics["guided_acc/step2"] == 0.5 and metrics["guided_acc/step3"] == 0.75
+    assert metrics["active_share/step1"] == 1.0
     assert metrics["active_share/step2"] == 0.75 and metrics["active_share/step3"] == 0.5
+    assert metrics["correction_rate/step1"] == 0.25
     assert metrics["correction_rate/step2"] == pytest.approx(1 / 3) and metrics["correction_rate/step3"] == 0.5
     assert metrics["attempts_per_rollout"] == 9 / 4
+    assert metrics["reward_before_decay"] == pytest.approx(3 / 9)  # three correct attempts among nine
+    assert metrics["reward_after_decay"] == pytest.approx(10 / 63)  # (1 + 1/4 + 5/28) / 9
+    # step 4: no rollout is active, so there is no correction rate to report
+    assert metrics["guided_acc/step4"] == 0.75 and metrics["active_share/step4"] == 0.0
+    assert "correction_rate/step4" not in metrics
+
+
+def test_kl_defaults_follow_the_backend():
+    from socratic_exp.components import build_components
+
+    default = build_components(compose()).algorithm
+    assert default.kl_coef is None and default.reward_kl_coef == 0.01  # OpenRLHF's REINFORCE++ default
+    assert default.loss_type == "dapo" and default.normalize_over == "attempts"
+    grpo = build_components(compose("algorithm.backend=grpo", "algorithm.beta=0.01")).algorithm
+    assert grpo.reward_kl_coef == 0.0
+    assert build_components(compose("algorithm.kl_coef=0")).algorithm.reward_kl_coef == 0.0
+    assert build_components(compose("algorithm.kl_coef=0.05")).algorithm.reward_kl_coef == 0.05
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["algorithm.loss_type=grpo"], "algorithm.loss_type='grpo': weighs a token by its packed rollout"),
+        (["algorithm.loss_type=bnpo"], "(fix: set algorithm.loss_type=dapo"),
+        (["+algorithm.trl_args.importance_sampling_level=sequence"], "sets a sequence-level importance ratio"),
+        (["algorithm.use_vllm=true"], "vllm_importance_sampling_correction=false"),
+        (["algorithm.backend=grpo", "algorithm.kl_coef=0.01"], "algorithm.kl_coef=0.01: folds the KL"),
+        (["algorithm.beta=0.01"], "algorithm.beta=0.01: is TRL's KL in the loss"),
+        (["algorithm.kl_coef=-1"], "algorithm.kl_coef=-1.0: must be >= 0.0"),
+        (["algorithm.normalize_over=rollouts"], "algorithm.normalize_over='rollouts': expected one of"),
+    ],
+)
+def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides, message):
+    from socratic_exp.components import build_components
+    from socratic_exp.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        build_components(compose("algorithm=socraticpo", *overrides))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    build_components(compose("algorithm=socraticpo", "algorithm.loss_type=cispo"))  # token-level too: accepted
 
 
 # --- the interactive rollout on the tiny model ---------------------------------------------------------------
@@ -180,18 +313,83 @@ def test_rollout_teacher_tokens_carry_no_loss(rollout_trainer):
 
 @pytest.mark.slow
 def test_rollout_advantages_and_counts_match_the_active_sets(rollout_trainer):
+    """Wiring: each attempt's tokens get (r - mean) / (std + eps) over the batch's attempts (Eq. 20; the KL to the
+    initial policy is exactly 0 before the first update, the copy having the same weights), teacher tokens 0, and
+    the logged counts follow the rollouts."""
+    import statistics
+
     trainer, output, _, _ = rollout_trainer
+    assert trainer.socratic.reward_kl_coef == 0.01 and trainer.ref_policy is not None
+    assert float(trainer._per_token_kl(output).abs().max()) == 0.0
+    # The quickly warm-started student may solve nothing in one batch (every advantage 0): give the attempts
+    # rewards of our own, 0.1 * (rollout index % 4) * attempt number, and compute Eq. 20 here.
+    original = trainer._rewards
+    trainer._rewards = [
+        [0.1 * (i % 4) * (k + 1) for k in range(len(r.outcomes))] for i, r in enumerate(trainer._rollouts)
+    ]
+    try:
+        advantages = trainer._token_advantages(output)
+    finally:
+        rewards, trainer._rewards = trainer._rewards, original
+    counted = [
+        reward for r, values in zip(trainer._rollouts, rewards, strict=True)
+        for (start, end), reward in zip(r.segments, values, strict=True) if end > start
+    ]  # fmt: skip
+    mean, std = statistics.fmean(counted), statistics.pstdev(counted)
+    assert std > 0.1
+    for i, rollout in enumerate(trainer._rollouts):
+        for (start, end), reward in zip(rollout.segments, rewards[i], strict=True):
+            assert torch_close(advantages[i, start:end], (reward - mean) / (std + 1e-6))
+    assert float(advantages[output["tool_mask"] == 0].abs().max()) == 0.0
     outcomes = [r.outcomes for r in trainer._rollouts]
-    advantages = normalized_advantages(decayed_rewards(outcomes))
-    for i, (rollout, values) in enumerate(zip(trainer._rollouts, advantages, strict=True)):
-        for (start, end), value in zip(rollout.segments, values, strict=True):
-            assert torch_close(output["advantages"][i, start:end], value)
     logged = {k: v[-1] for k, v in trainer._metrics["train"].items() if k.startswith("socraticpo/")}
     n = len(outcomes)
     for k in range(trainer.socratic.max_attempts):
         assert logged[f"socraticpo/active_share/step{k + 1}"] == sum(len(o) > k for o in outcomes) / n
     assert logged["socraticpo/attempts_per_rollout"] == sum(map(len, outcomes)) / n
     assert logged["socraticpo/generated_tokens"] == sum(e - s for r in trainer._rollouts for s, e in r.segments)
+    assert logged["socraticpo/reward_kl"] == 0.0
+
+
+@pytest.mark.slow
+def test_rollout_folds_the_kl_into_the_returns_before_normalising(rollout_trainer):
+    """With a reference that differs from the policy, within an attempt A_t - A_(t+1) = -beta * kl_t / (std + eps),
+    one factor for the whole batch; the attempt-weighted mean of the advantages is 0 and their variance 1; teacher
+    tokens and padding get 0."""
+    import torch
+
+    trainer, output, _, _ = rollout_trainer
+    original = trainer.ref_policy
+    trainer.ref_policy = frozen_copy(original)
+    with torch.no_grad():
+        for parameter in trainer.ref_policy.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    try:
+        kl = trainer._per_token_kl(output)
+        advantages = trainer._token_advantages(output)
+    finally:
+        trainer.ref_policy = original
+    ratios, weighted_sum, weighted_squares, attempts = [], 0.0, 0.0, 0
+    for i, rollout in enumerate(trainer._rollouts):
+        for start, end in rollout.segments:
+            if start == end:  # a bare end-of-sequence attempt: no tokens, out of the statistics (rewards.py)
+                continue
+            values = advantages[i, start:end].double()
+            steps, token_kl = values[:-1] - values[1:], kl[i, start : end - 1].double()
+            ratios += (steps / token_kl)[token_kl.abs() > 0.02].tolist()  # float32 advantages: skip tiny KLs
+            weighted_sum += float(values.mean())
+            weighted_squares += float((values**2).mean())
+            attempts += 1
+    assert float(kl.abs().max()) > 1e-3
+    factor = sum(ratios) / len(ratios)
+    assert len(ratios) > 10 and factor < 0 and all(abs(r - factor) < 1e-2 * abs(factor) for r in ratios)
+    assert weighted_sum / attempts == pytest.approx(0.0, abs=1e-5)
+    assert weighted_squares / attempts == pytest.approx(1.0, abs=1e-4)
+    student = torch.zeros_like(advantages, dtype=torch.bool)
+    for i, rollout in enumerate(trainer._rollouts):
+        for start, end in rollout.segments:
+            student[i, start:end] = True
+    assert float(advantages[~student].abs().max()) == 0.0
 
 
 @pytest.mark.slow
@@ -227,7 +425,7 @@ def torch_close(tensor, value: float) -> bool:
 VARIANTS = {
     "reinforce_pp": [],
     "grpo_backend": ["algorithm.backend=grpo", "algorithm.beta=0.01"],
-    "kl_in_reward": ["algorithm.kl_coef=0.01"],
+    "no_kl": ["algorithm.kl_coef=0"],
     "without_teacher_guidance": ["algorithm.guidance=fixed_retry", "teacher=none"],
     "without_reward_decay": ["algorithm.reward_decay=false"],
     "self_guidance": ["teacher=llm", "teacher.max_new_tokens=16"],

@@ -1,0 +1,142 @@
+"""``algorithm=socraticpo``: the settings (``SocraticPO``, the dataclass ``conf/algorithm/socraticpo.yaml`` targets)
+and their checks. Torch-free: the trainer (``trainer.py``) is imported only when a run builds it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Literal
+
+from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+from socratic_exp.algorithms.grpo.config import GRPO
+from socratic_exp.component import setting
+from socratic_exp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import RunContext
+    from socratic_exp.components import Components
+
+# REINFORCE++'s KL coefficient where the paper gives none (its Table 5 is not in the text we have): OpenRLHF's
+# default, ``--algo.kl.init_coef 0.01`` with the k1 estimator (openrlhf/cli/train_ppo_ray.py).
+REINFORCE_PP_KL_COEF = 0.01
+# TRL losses that sum token terms over the batch and divide by a count that does not depend on how the tokens are
+# grouped into sequences: only with them is a packed rollout the same as its attempts trained as separate samples.
+TOKEN_LEVEL_LOSSES = ("dapo", "cispo")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SocraticPO(GRPO):
+    max_steps: int = setting(
+        150, "optimizer steps; a step costs about 3.6 GRPO steps, so the default experiment stays near 4 minutes", ge=1
+    )
+    max_attempts: int = setting(
+        3, "K: student attempts per rollout (the teacher's guidance follows each wrong one but the last)", ge=1, le=16
+    )
+    reward_decay: bool = setting(True, "r(k) = mu_{k-1} * delta(k) (Eq. 17-19); false: the paper's 'w/o rd'")
+    backend: Literal["reinforce_pp", "grpo"] = setting(
+        "reinforce_pp",
+        "reinforce_pp: the paper's (KL folded into the returns, normalised over the batch, Eq. 20) | "
+        "grpo: normalised within each prompt's group, TRL's beta KL in the loss",
+    )
+    guidance: Literal["teacher", "fixed_retry"] = setting(
+        "teacher", "teacher | fixed_retry (the paper's 'w/o tg': retry_prompt instead of the teacher)"
+    )
+    retry_prompt: str = setting("Hint: try again.", "the fixed line after a wrong attempt with guidance=fixed_retry")
+    kl_coef: float | None = setting(
+        None,
+        "beta of the k1 KL to the initial policy folded into the returns (reinforce_pp); null: 0.01 with "
+        "reinforce_pp (OpenRLHF's REINFORCE++ default; the paper gives none), unused by grpo",
+        ge=0.0,
+    )
+    normalize_over: Literal["attempts", "tokens"] = setting(
+        "attempts",
+        "what the batch mean and std count: attempts (each once, Eq. 20 and Theorem 1) | "
+        "tokens (each student token once, as OpenRLHF normalises REINFORCE++'s returns)",
+    )
+    advantage_eps: float = setting(1e-6, "epsilon of (r - mean) / (std + epsilon) (Eq. 20)", gt=0.0)
+    teacher_kl_every: int = setting(
+        1, "steps between teacher-student KL diagnostics (Figure 6; needs a local teacher model; 0: off)", ge=0
+    )
+    entropy_mask: EntropyMask | None = setting(  # noqa: RUF009 (setting() is dataclasses.field)
+        None, "e.g. {rho: 0.2, mode: top}: train on the high-entropy student tokens only (as entropy_masked)"
+    )
+
+    @property
+    def reward_kl_coef(self) -> float:
+        """beta of the KL folded into the returns: ``kl_coef``, or REINFORCE++'s default for ``reinforce_pp``."""
+        if self.backend == "grpo":
+            return 0.0
+        return REINFORCE_PP_KL_COEF if self.kl_coef is None else self.kl_coef
+
+    def validate(self) -> None:
+        super().validate()
+        self.check(
+            "trl_args",
+            not (self.entropy_mask and "top_entropy_quantile" in self.trl_args),
+            "sets top_entropy_quantile, TRL's own entropy mask, next to algorithm.entropy_mask",
+            "set algorithm.entropy_mask.rho instead",
+        )
+        self.check("retry_prompt", bool(self.retry_prompt.strip()), "is empty", "give the fixed retry line")
+        self.check(
+            "loss_type",
+            self.loss_type in TOKEN_LEVEL_LOSSES,
+            "weighs a token by its packed rollout (all its attempts), so per-attempt advantages are not exact",
+            "set algorithm.loss_type=dapo (a token-level loss)",
+        )
+        self.check(
+            "trl_args",
+            self.trl_args.get("importance_sampling_level", "token") == "token",
+            "sets a sequence-level importance ratio, which would span every attempt of a packed rollout",
+            "leave trl_args.importance_sampling_level unset (token)",
+        )
+        self.check(
+            "use_vllm",
+            not (self.use_vllm and self.trl_args.get("vllm_importance_sampling_correction", True)),
+            "turns on TRL's vLLM importance-sampling correction, which needs sampling log-probabilities per token; "
+            "the interactive rollout returns none",
+            "set +algorithm.trl_args.vllm_importance_sampling_correction=false",
+        )
+        self.check(
+            "beta",
+            not (self.backend == "reinforce_pp" and self.beta > 0),
+            "is TRL's KL in the loss; the reinforce_pp backend folds the KL into the reward instead",
+            "use algorithm.kl_coef with backend=reinforce_pp, or algorithm.backend=grpo",
+        )
+        self.check(
+            "kl_coef",
+            not (self.backend == "grpo" and self.kl_coef),
+            "folds the KL into the reward, which only the reinforce_pp backend does",
+            "use algorithm.beta with backend=grpo",
+        )
+
+    def check_compatible(self, components: Components) -> None:
+        from socratic_exp.teachers.none import NoTeacher
+
+        if self.guidance == "teacher" and isinstance(components.teacher, NoTeacher):
+            raise ConfigError(
+                "teacher",
+                "none",
+                "algorithm=socraticpo with guidance=teacher needs a teacher",
+                "choose one (e.g. teacher=rule), or algorithm.guidance=fixed_retry",
+            )
+
+    def reward_functions(self, ctx: RunContext) -> list[Any]:
+        return [socratic_return]  # the rollout verifies and observes; TRL only logs its returns
+
+    def trainer_base(self) -> type:
+        from socratic_exp.algorithms.socraticpo.trainer import SocraticPOTrainer
+
+        return SocraticPOTrainer
+
+    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
+        return {
+            "socratic": self,
+            "components": ctx.components,
+            "chat": ctx.student.chat,
+            "entropy_mask": self.entropy_mask,
+            "metrics_sink": ctx.sink,
+        }
+
+
+def socratic_return(completions: list[Any], trajectory_return: list[float], **_: Any) -> list[float]:
+    """R(tau) = sum of the attempts' rewards (Eq. 14), computed by the rollout (TRL logs it as the reward)."""
+    return list(trajectory_return)

@@ -1,0 +1,348 @@
+"""SocraticPO's trainer: TRL's GRPOTrainer with the interactive rollout and per-attempt advantages.
+
+**Interactive rollout (Section 4.1, Algorithm 1).** Each rollout makes up to ``max_attempts`` (K) student attempts.
+After a wrong attempt k < K the teacher's guidance f(k) is appended and the student tries again from
+c(k+1) = c(k) || y(k) || f(k) (Eq. 10); solved rollouts leave the active set, and the loop ends when it is empty.
+Only the active rollouts are generated again. A rollout is trained as one sequence, prompt x then
+y(1) f(1) y(2) ... y(L) (Eq. 11): the student's tokens of attempt k are conditioned on exactly c(k), as generated,
+and the teacher's tokens are context only (TRL's ``env_mask``: zero loss weight, Eq. 15). Each attempt keeps its
+own reward and advantage (a per-token advantage tensor, which TRL's loss accepts), so with a token-level loss
+(``loss_type=dapo``, which the config requires) this is the same objective as training every attempt as a sample
+of its own, without recomputing the shared context K times.
+
+**Advantages** (the maths is in ``rewards.py``): step-wise decayed rewards over the global batch (Eq. 17-19); with
+``backend=reinforce_pp`` the k1 KL to the initial policy (a frozen copy made at start) folded into each attempt's
+token returns as REINFORCE++ does, then normalised over the batch (Eq. 20); with ``backend=grpo`` normalised within
+each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
+
+The rollout uses TRL's ``rollout_func`` hook (``_generate_single_turn`` for the generation itself); the subclass
+exists because TRL has no per-attempt rewards, teacher turns or reward decay. The entropy mask composes as a mixin
+(inert with ``entropy_mask=None``); teacher turns lie outside TRL's token mask, so only the student's tokens
+compete for its rho share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOTrainer
+
+from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
+from socratic_exp.algorithms.socraticpo.rewards import (
+    attempt_metrics,
+    decayed_rewards,
+    kl_folded_returns,
+    normalized_returns,
+)
+
+if TYPE_CHECKING:
+    from socratic_exp.algorithms.socraticpo.config import SocraticPO
+    from socratic_exp.components import Components
+
+TURN_BUDGET = 96  # tokens reserved for a guidance turn when checking that another attempt fits
+# Packed rollouts differ several-fold in length (solved at once vs K attempts with guidance); scoring them in this
+# many length-sorted chunks, each cut to its own padding, skips most of the padding's compute.
+LENGTH_BUCKETS = 4
+
+
+@dataclasses.dataclass
+class _Rollout:
+    """One rollout's attempts: the (start, end) of each attempt's tokens in the packed completion, and delta."""
+
+    segments: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    outcomes: list[float] = dataclasses.field(default_factory=list)
+
+
+class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
+    """TRL's GRPOTrainer with SocraticPO's interactive rollout (``rollout_func``) and per-attempt advantages."""
+
+    def __init__(self, *args: Any, socratic: SocraticPO, components: Components, chat: bool, **kwargs: Any):
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
+        self.socratic = socratic
+        self.components = components
+        self.chat = chat
+        self._rows: list[dict[str, Any]] = []
+        self._rollouts: list[_Rollout] = []
+        super().__init__(*args, rollout_func=self._interactive_rollout, **kwargs)
+        self.kl_teacher = self._kl_teacher_model() if socratic.teacher_kl_every else None
+        self._rewards: list[list[float]] = []  # the global batch's decayed rewards, rollouts x attempts
+        self._local = slice(0)
+        self.ref_policy = None  # the initial policy, for the KL folded into the returns (REINFORCE++)
+        if socratic.reward_kl_coef > 0:
+            from trl.trainer.utils import add_fused_lm_head
+
+            from socratic_exp.models.base import frozen_copy
+
+            self.ref_policy = frozen_copy(self.accelerator.unwrap_model(self.model))
+            # TRL computes log-probabilities through its fused LM head; the copy needs the same patch
+            add_fused_lm_head(self.ref_policy, temperature=self.temperature)
+
+    # --- rollout ------------------------------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._rows = inputs  # the rollout needs the rows' answers; TRL hands it only the prompts
+        output = super()._generate_and_score_completions(inputs)
+        output["advantages"] = self._token_advantages(output)
+        if self.kl_teacher is not None and self.state.global_step % self.socratic.teacher_kl_every == 0:
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode]["socraticpo/teacher_student_kl"].append(self._teacher_student_kl(output))
+        return output
+
+    def _kl_teacher_model(self) -> Any:
+        """The teacher's model when the KL diagnostic applies: a separate local model sharing the student's
+        tokenizer (self-guidance would read 0; a remote teacher has no distributions to compare)."""
+        from socratic_exp.teachers.llm import LLMTeacher
+
+        teacher = self.components.teacher
+        model = teacher.separate_model() if isinstance(teacher, LLMTeacher) else None
+        if model is None or model[1].get_vocab() != self.processing_class.get_vocab():
+            return None
+        return model[0]
+
+    def _teacher_student_kl(self, output: dict[str, Any]) -> float:
+        """Mean KL(student || teacher) over the student's tokens (the paper's Figure 6), one row at a time so
+        that only two vocabulary-sized distributions per row are in memory."""
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        mask = (output["completion_mask"] * output.get("tool_mask", 1)).float()
+        keep = output["completion_ids"].size(1)
+        total = count = 0.0
+        with torch.no_grad():
+            for row in range(input_ids.size(0)):
+                ids, att = input_ids[row : row + 1], attention[row : row + 1]
+                student = _logits(self.model, ids, att)[0, -keep - 1 : -1]
+                teacher = _logits(self.kl_teacher, ids, att)[0, -keep - 1 : -1]
+                log_p, log_q = student.log_softmax(-1), teacher.log_softmax(-1)
+                per_token = (log_p.exp() * (log_p - log_q)).sum(-1)
+                total += float((per_token * mask[row]).sum())
+                count += float(mask[row].sum())
+        return total / max(count, 1.0)
+
+    def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        rollout_started = time.perf_counter()
+        settings, task = self.socratic, self.components.task
+        tokenizer = self.processing_class
+        eos_ids = set(self.eos_token_ids)
+        mode = "train" if self.model.training else "eval"
+        prompt_ids, images, multimodal = self._tokenize_prompts(prompts)
+        contexts = [list(ids) for ids in prompt_ids]
+        packed: list[list[int]] = [[] for _ in prompts]
+        env_mask: list[list[int]] = [[] for _ in prompts]
+        rollouts = [_Rollout() for _ in prompts]
+        attempts: list[list[Any]] = [[] for _ in prompts]
+        active = list(range(len(prompts)))
+        generated_tokens = generation_slots = teacher_seconds = 0.0
+        # A rollout stops early when another guidance turn and attempt would not fit the model's context.
+        limit = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
+        room = limit - self.max_completion_length if limit else None
+        for k in range(settings.max_attempts):
+            if k == 0:
+                new_ids, _ = self._generate_single_turn(prompt_ids, images, multimodal, self.num_generations)
+            else:
+                new_ids, _ = self._generate_single_turn([contexts[i] for i in active], None, {}, 1)
+            texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True)
+            # a padded batch computes every row until its longest completion ends
+            generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
+            wrong = []
+            for i, ids, text in zip(active, new_ids, texts, strict=True):
+                verdict = task.verify(text, self._rows[i]["answer"])
+                solved = verdict.score >= 1.0
+                no_room = room is not None and len(contexts[i]) + len(ids) + TURN_BUDGET > room
+                last = solved or k == settings.max_attempts - 1 or no_room
+                ids = list(ids)
+                if not last and not self.chat:
+                    while ids and ids[-1] in eos_ids:  # a plain context continues after the text, not an EOS
+                        ids.pop()
+                start = len(packed[i])
+                packed[i] += ids
+                env_mask[i] += [1] * len(ids)
+                rollouts[i].segments.append((start, len(packed[i])))
+                rollouts[i].outcomes.append(float(solved))
+                attempts[i].append(_attempt(text, verdict))
+                contexts[i] += ids
+                generated_tokens += len(ids)
+                if not last:
+                    wrong.append(i)
+            if not wrong:
+                break
+            started = time.perf_counter()
+            guidance = self._guidance(wrong, prompts, attempts)
+            teacher_seconds += time.perf_counter() - started
+            for i, text in zip(wrong, guidance, strict=True):
+                turn = self._turn_ids(prompts[i], text, ends_with_eos=bool(packed[i]) and packed[i][-1] in eos_ids)
+                packed[i] += turn
+                env_mask[i] += [0] * len(turn)
+                contexts[i] += turn
+            active = wrong
+        self._rollouts = rollouts
+        returns = self._rewards_and_metrics(rollouts, mode, generated_tokens, teacher_seconds)
+        self._metrics[mode]["socraticpo/generation_slots"].append(generation_slots)
+        self._metrics[mode]["socraticpo/rollout_seconds"].append(time.perf_counter() - rollout_started)
+        self.components.sampler.observe([row["index"] for row in self._rows], [r.outcomes[0] for r in rollouts])
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": packed,
+            "logprobs": None,
+            "env_mask": env_mask,
+            "trajectory_return": returns,
+        }
+
+    def _guidance(self, wrong: list[int], prompts: list[Any], attempts: list[list[Any]]) -> list[str]:
+        if self.socratic.guidance == "fixed_retry":
+            return [self.socratic.retry_prompt] * len(wrong)
+        from socratic_exp.teachers.base import GuidanceRequest
+
+        requests = [GuidanceRequest.for_row(self._rows[i], attempts[i]) for i in wrong]
+        return self.components.teacher.guide(requests)
+
+    def _turn_ids(self, prompt: Any, guidance: str, ends_with_eos: bool) -> list[int]:
+        """The tokens between the end of an attempt and the start of the next: the guidance, as a user turn of
+        the chat template, or as the next line of a plain prompt."""
+        tokenizer = self.processing_class
+        if not self.chat:
+            return tokenizer(guidance.strip() + "\n", add_special_tokens=False)["input_ids"]
+        marker = "\x00ATTEMPT\x00"
+        messages = [*prompt, {"role": "assistant", "content": marker}, {"role": "user", "content": guidance}]
+        text = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **(self.chat_template_kwargs or {})
+        )
+        glue = text[text.index(marker) + len(marker) :]
+        eos = tokenizer.eos_token or ""
+        if ends_with_eos and eos and glue.startswith(eos):
+            glue = glue[len(eos) :]  # the attempt's own end-of-turn token is already in place
+        return tokenizer(glue, add_special_tokens=False)["input_ids"]
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **multimodal: Any,
+    ) -> tuple[Any, Any, Any]:
+        """TRL's log-probabilities, computed in length-sorted chunks that each drop the padding they do not need
+        (left of the prompts, right of the completions). Exact for rotary position embeddings, which see only
+        relative positions; MoE auxiliary losses and multimodal inputs take TRL's path unchanged."""
+        rows = input_ids.size(0)
+        if compute_aux_loss or rows <= 1 or any(value is not None for value in multimodal.values()):
+            return super()._get_per_token_logps_and_entropies(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size,
+                compute_entropy,
+                compute_aux_loss,
+                **multimodal,
+            )
+        prompt_width = input_ids.size(1) - logits_to_keep
+        prompt_lengths = attention_mask[:, :prompt_width].sum(1)
+        completion_lengths = attention_mask[:, prompt_width:].sum(1)
+        size = math.ceil(rows / LENGTH_BUCKETS)
+        if batch_size:
+            size = min(size, batch_size)
+        order = torch.argsort(prompt_lengths + completion_lengths)
+        logps = entropies = None
+        for start in range(0, rows, size):
+            index = order[start : start + size]
+            left = prompt_width - int(prompt_lengths[index].max())
+            keep = max(int(completion_lengths[index].max()), 1)
+            window = slice(left, prompt_width + keep)
+            chunk_logps, chunk_entropies, _ = super()._get_per_token_logps_and_entropies(
+                model, input_ids[index, window], attention_mask[index, window], keep, None, compute_entropy
+            )
+            if logps is None:
+                logps = chunk_logps.new_zeros(rows, logits_to_keep)
+                entropies = chunk_logps.new_zeros(rows, logits_to_keep) if compute_entropy else None
+            logps[index, :keep] = chunk_logps
+            if compute_entropy:
+                entropies[index, :keep] = chunk_entropies
+        return logps, entropies, None
+
+    # --- rewards and advantages ---------------------------------------------------------------------------
+    def _gathered_outcomes(self, rollouts: list[_Rollout]) -> list[list[float]]:
+        """Every process's outcome table (rollouts x attempts), in TRL's global order."""
+        K = self.socratic.max_attempts
+        local = torch.full((len(rollouts), K), -1.0, device=self.accelerator.device)
+        for i, rollout in enumerate(rollouts):
+            local[i, : len(rollout.outcomes)] = torch.tensor(rollout.outcomes)
+        table = self.accelerator.gather(local).tolist()
+        return [[d for d in row if d >= 0] for row in table]
+
+    def _rewards_and_metrics(
+        self, rollouts: list[_Rollout], mode: str, generated_tokens: float, teacher_seconds: float
+    ) -> list[float]:
+        """Decayed rewards over the global batch (Eq. 17-19), the attempt metrics, and R(tau) of the local rollouts
+        (Eq. 14)."""
+        settings = self.socratic
+        outcomes = self._gathered_outcomes(rollouts)
+        self._rewards = decayed_rewards(outcomes, decay=settings.reward_decay)
+        offset = self.accelerator.process_index * len(rollouts)
+        self._local = slice(offset, offset + len(rollouts))
+        metrics = attempt_metrics(outcomes, self._rewards, settings.max_attempts)
+        metrics["generated_tokens"] = generated_tokens
+        metrics["teacher_seconds"] = teacher_seconds
+        for name, value in metrics.items():
+            self._metrics[mode][f"socraticpo/{name}"].append(value)
+        return [sum(r) for r in self._rewards[self._local]]
+
+    def _token_advantages(self, output: dict[str, Any]) -> torch.Tensor:
+        """Each student token's advantage (``rewards.py``): the KL-folded return of its attempt, normalised over the
+        global batch (or within its prompt's group); teacher tokens and padding get 0."""
+        settings = self.socratic
+        kl = self._per_token_kl(output) if self.ref_policy is not None else None
+        local_kl = [
+            [kl[i, start:end].tolist() if kl is not None else [0.0] * (end - start) for start, end in r.segments]
+            for i, r in enumerate(self._rollouts)
+        ]
+        every_kl = gather_object(local_kl) if self.accelerator.num_processes > 1 else local_kl
+        returns = kl_folded_returns(self._rewards, every_kl, settings.reward_kl_coef)
+        groups = None
+        if settings.backend == "grpo":
+            groups = [i // self.num_generations for i in range(len(returns))]
+        values = normalized_returns(returns, groups, settings.normalize_over, settings.advantage_eps)
+        completion_ids = output["completion_ids"]
+        advantages = torch.zeros(completion_ids.shape, device=completion_ids.device)
+        for i, (rollout, attempts) in enumerate(zip(self._rollouts, values[self._local], strict=True)):
+            for (start, end), tokens in zip(rollout.segments, attempts, strict=True):
+                advantages[i, start:end] = torch.tensor(tokens, device=completion_ids.device)
+        if kl is not None:
+            mode = "train" if self.model.training else "eval"
+            student_tokens = sum(end - start for r in self._rollouts for start, end in r.segments)
+            self._metrics[mode]["socraticpo/reward_kl"].append(float(kl.sum()) / max(student_tokens, 1))
+        return advantages
+
+    def _per_token_kl(self, output: dict[str, Any]) -> torch.Tensor:
+        """Per-token k1 KL, log pi_old - log pi_ref, of the sampled tokens (REINFORCE++'s estimator, with the policy
+        that generated them), zero outside the student's tokens."""
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        with torch.no_grad():
+            logps = output.get("old_per_token_logps")  # TRL computes it only when the step is off-policy
+            if logps is None:
+                logps, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention, keep)
+            ref_logps, _, _ = self._get_per_token_logps_and_entropies(self.ref_policy, input_ids, attention, keep)
+        mask = output["completion_mask"] * output.get("tool_mask", 1)
+        return (logps - ref_logps) * mask
+
+
+def _logits(model: Any, input_ids: Any, attention_mask: Any) -> Any:
+    """Full next-token logits, through the LM head directly (TRL patches the student's forward to return fused
+    log-probabilities of the sampled tokens only)."""
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return model.get_output_embeddings()(hidden).float()
+
+
+def _attempt(text: str, verdict: Any) -> Any:
+    from socratic_exp.teachers.base import Attempt
+
+    return Attempt(text, verdict.score, verdict.reason)
