@@ -56,7 +56,7 @@ class SocraticPO(GRPO):
     teacher_kl_every: int = setting(
         1, "steps between teacher-student KL diagnostics (Figure 6; needs a local teacher model; 0: off)", ge=0
     )
-    entropy_mask: EntropyMask | None = setting(  # noqa: RUF009 (setting() is dataclasses.field)
+    entropy_mask: EntropyMask | None = setting(
         None, "e.g. {rho: 0.2, mode: top}: train on the high-entropy student tokens only (as entropy_masked)"
     )
 
