@@ -208,13 +208,29 @@ def test_kl_defaults_follow_the_backend():
     assert build_components(compose("algorithm.kl_coef=0.05")).algorithm.reward_kl_coef == 0.05
 
 
+def test_vllm_runs_without_trls_importance_sampling_correction():
+    """The interactive rollout returns no sampling log-probabilities: TRL's correction is off, not a crash."""
+    from types import SimpleNamespace
+
+    from socratic_exp.components import build_components
+
+    algorithm = build_components(compose("algorithm.use_vllm=true")).algorithm
+    student = SimpleNamespace(chat_template_kwargs={})
+    ctx = SimpleNamespace(checkpoint_dir="out", run_name="r", seed=0, report_to=[], student=student)
+    assert algorithm.trl_kwargs(ctx)["vllm_importance_sampling_correction"] is False
+    assert algorithm.trl_kwargs(ctx)["use_vllm"] is True
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (["algorithm.loss_type=grpo"], "algorithm.loss_type='grpo': weighs a token by its packed rollout"),
         (["algorithm.loss_type=bnpo"], "(fix: set algorithm.loss_type=dapo"),
         (["+algorithm.trl_args.importance_sampling_level=sequence"], "sets a sequence-level importance ratio"),
-        (["algorithm.use_vllm=true"], "vllm_importance_sampling_correction=false"),
+        (
+            ["algorithm.use_vllm=true", "+algorithm.trl_args.vllm_importance_sampling_correction=true"],
+            "turns on TRL's vLLM importance-sampling correction",
+        ),
         (["algorithm.backend=grpo", "algorithm.kl_coef=0.01"], "algorithm.kl_coef=0.01: folds the KL"),
         (["algorithm.beta=0.01"], "algorithm.beta=0.01: is TRL's KL in the loss"),
         (["algorithm.kl_coef=-1"], "algorithm.kl_coef=-1.0: must be >= 0.0"),

@@ -89,11 +89,11 @@ class SocraticPO(GRPO):
             "leave trl_args.importance_sampling_level unset (token)",
         )
         self.check(
-            "use_vllm",
-            not (self.use_vllm and self.trl_args.get("vllm_importance_sampling_correction", True)),
+            "trl_args",
+            not (self.use_vllm and self.trl_args.get("vllm_importance_sampling_correction", False)),
             "turns on TRL's vLLM importance-sampling correction, which needs sampling log-probabilities per token; "
             "the interactive rollout returns none",
-            "set +algorithm.trl_args.vllm_importance_sampling_correction=false",
+            "leave trl_args.vllm_importance_sampling_correction unset (off for socraticpo)",
         )
         self.check(
             "beta",
@@ -107,6 +107,11 @@ class SocraticPO(GRPO):
             "folds the KL into the reward, which only the reinforce_pp backend does",
             "use algorithm.beta with backend=grpo",
         )
+
+    def trl_kwargs(self, ctx: RunContext) -> dict[str, Any]:
+        # TRL's vLLM importance-sampling correction (on by default in TRL) needs per-token sampling log-probabilities,
+        # which the interactive rollout does not return; the paper has no such correction: off (validate refuses it on)
+        return {"vllm_importance_sampling_correction": False, **super().trl_kwargs(ctx)}
 
     def check_compatible(self, components: Components) -> None:
         from socratic_exp.teachers.none import NoTeacher
