@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -69,13 +70,16 @@ def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
     """The run folder: ``fresh`` unless resuming (``resume=auto`` or ``resume=<run folder>``); under ``accelerate
     launch`` every rank's (see ``shared_run_dir``).
 
-    A missing folder is not an error here (Hydra would print a traceback): the run itself reports it.
+    A missing folder, or one that is not a run folder, is not an error here (Hydra would print a traceback): the
+    run gets a fresh folder and reports it in one line.
     """
+    from socratic_exp.run_folder import is_run_folder
+
     fresh = shared_run_dir(fresh)
     if resume in (None, "", False):
         return fresh
-    if str(resume) != "auto":
-        return str(resume) if Path(str(resume)).is_dir() else fresh
+    if str(resume) != "auto":  # a folder that is not a run's is never written into: the run refuses it
+        return str(resume) if is_run_folder(resume) else fresh
     overrides = list(OmegaConf.select(_root_, "hydra.overrides.task", default=[]) or [])
     found = find_interrupted_run(Path(fresh).parent.parent, overrides)
     return str(found) if found else fresh
@@ -132,6 +136,32 @@ def _sweep_dir(resume: Any, fresh: str) -> str:
         if comparable_overrides(list(earlier)) == wanted:
             return str(multirun_file.parent)
     return fresh
+
+
+_INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?:,[^}]*)?\}$")
+
+
+def typed_key(cfg: DictConfig, key: str) -> str:
+    """The key a user sets to change ``key``: where ``key``'s value is an interpolation of another key (``${seed}``,
+    ``${oc.select:algorithm.max_attempts,2}``), that key, followed through chains; else ``key`` itself."""
+    seen = {key}
+    while True:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+        if not isinstance(node, DictConfig) or leaf not in node:
+            return key
+        raw = node._get_node(leaf)._value()  # the unresolved value
+        match = _INTERPOLATION.match(raw) if isinstance(raw, str) else None
+        if match is None or match.group(1) in seen:
+            return key
+        source = match.group(1)
+        if OmegaConf.select(cfg, source, default=_MISSING, throw_on_missing=False) is _MISSING:
+            return key  # oc.select fell back to its default: nothing else to set
+        seen.add(source)
+        key = source
+
+
+_MISSING = object()
 
 
 def comparable_overrides(overrides: list[str]) -> list[str]:
