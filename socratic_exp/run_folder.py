@@ -41,6 +41,7 @@ TRACKED_PACKAGES = (
 # secret / password / auth (not author); ``*_env`` keys name a variable, and tokenizer tokens (pad_token) are text.
 _SECRET_WORDS = {"token", "key", "apikey", "secret", "password", "passwd", "pwd", "auth", "credential", "credentials"}
 _SECRET_STARTS = ("secret", "password", "auth", "bearer", "cookie")
+_AUTHOR = {"author", "authors", "authored", "authorship"}
 _TOKENIZER_TOKEN = re.compile(r"(^|_)(pad|eos|bos|unk|sep|cls|mask)_token(_id)?$")
 _WORD_SPLIT = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED = "<redacted>"
@@ -56,7 +57,7 @@ def is_secret_key(key: Any) -> bool:
         return False
     words = [word.lower() for word in _WORD_SPLIT.split(name) if word]
     return "apikey" in lowered or any(
-        word in _SECRET_WORDS or (word.startswith(_SECRET_STARTS) and not word.startswith("author")) for word in words
+        word in _SECRET_WORDS or (word.startswith(_SECRET_STARTS) and word not in _AUTHOR) for word in words
     )
 
 
