@@ -185,6 +185,7 @@ class ProgressDisplay:
         self.rewards: collections.deque[float] = collections.deque(maxlen=REWARD_WINDOW)
         self.held_out: tuple[int, float] | None = None
         self.signals: list[Signal] = []
+        self._seen: set[str] = set()
         self.total = 0
         self.first_step = 0
         self.step = 0
@@ -205,8 +206,9 @@ class ProgressDisplay:
         if isinstance(held_out, int | float):
             self.held_out = (step, float(held_out))
             logging.getLogger(EVAL_LOG).info(evaluation_line(step, metrics, self.objective))
-        if len(self.signals) < sum(map(len, METHOD_SIGNALS.values())):
-            self._find_signals(metrics)
+        if not self._seen.issuperset(metrics):  # a metric name not seen before may bring a method's signal
+            self._find_signals(metrics.keys() - self._seen)
+            self._seen.update(metrics)
         self.latest.update(metrics)
         self._dirty = True
 

@@ -165,7 +165,11 @@ _MISSING = object()
 
 
 def comparable_overrides(overrides: list[str]) -> list[str]:
-    return sorted(o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY)
+    """Overrides as two launches are compared: ``resume`` aside, sorted, and secrets redacted (the copies kept in
+    a run folder never hold them, so a run launched with a secret is still found by ``resume=auto``)."""
+    from socratic_exp.run_folder import redact_overrides
+
+    return sorted(redact_overrides([o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY]))
 
 
 def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | None:

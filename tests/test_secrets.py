@@ -216,10 +216,24 @@ def test_wandb_offline_run_reads_back_with_metrics_config_and_tables(canary_run)
     history = _history(records)
     assert any("train/reward" in row and "train/loss" in row for row in history)  # TRL's metrics
     assert any("eval/greedy_acc" in row for row in history)  # ours
-    tables = {key for row in history for key, value in row.items() if isinstance(value, dict)}
-    assert {"teacher_guidance"} <= tables and any(key.startswith("completions") for key in tables)
-    config = json.dumps([r for r in records if r.get("type") in ("run", "config")])
-    assert '"hub_token"' in config and REDACTED in config and "CANARY" not in config
+    # tables: history cells of type table-file whose JSON sits in the offline folder (what sync uploads)
+    tables = {
+        key.removesuffix("._type"): row[key.replace("._type", ".path")]
+        for row in history
+        for key, value in row.items()
+        if key.endswith("._type") and value == "table-file"
+    }
+    assert {"teacher_guidance", "completions"} <= set(tables)
+    assert all((first / "files" / path).is_file() for path in tables.values())
+    # the config: ours (redacted) in the run record, TRL's training arguments (masked by transformers) after it
+    (run,) = [r["run"] for r in records if r.get("type") == "run"]
+    ours = run["config"]["update"]
+    assert ours["teacher"]["extra_body"] == {"api_key": REDACTED} and ours["eval"]["max_new_tokens"] == 64
+    assert ours["algorithm"]["trl_args"] == {"hub_token": REDACTED}
+    trl = {k: v for r in records if r.get("type") == "config" for k, v in r["config"]["update"].items()}
+    assert trl["hub_token"] == "<HUB_TOKEN>" and "learning_rate" in trl
+    every_record = json.dumps(records)
+    assert not [canary for canary in CANARIES if canary in every_record]
 
 
 @pytest.mark.slow
