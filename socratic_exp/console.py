@@ -62,6 +62,29 @@ def filter_dependency_noise() -> None:
     filter_dependency_noise.done = True  # type: ignore[attr-defined]
 
 
+SHOWN = {"console": True, "verbose": False}  # this process's choices (``configure``), for trainers built elsewhere
+
+
+def configure(console: bool = True, verbose: bool = False) -> None:
+    """Whether this process's progress reaches the console (not in a sweep's job) and whether TRL's own printing
+    is kept (``verbose``); read by ``quiet_trainer`` for trainers the run does not build itself (the warm-start)."""
+    SHOWN.update(console=console, verbose=verbose)
+
+
+def quiet_trainer(trainer: Any, name: str) -> None:
+    """Give a transformers ``Trainer`` (e.g. a model's warm-start) a progress line named ``name`` instead of its
+    dictionary per log; with ``verbose`` the trainer is left as it is."""
+    if SHOWN["verbose"]:
+        return
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from socratic_exp.callbacks import ProgressDisplayCallback
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(ProgressDisplayCallback(ProgressDisplay(console=SHOWN["console"], name=name)))
+
+
 def import_quietly(module: str) -> None:
     """Import ``module`` with its import-time prints swallowed (transformers' W&B integration prints
     "[INFO] Running in WANDB offline mode" when it is imported with WANDB_MODE=offline)."""
@@ -171,9 +194,11 @@ class ProgressDisplay:
         console: bool = True,
         live: bool | None = None,
         verbose: bool = False,
+        name: str = "",
         clock: Callable[[], float] = time.monotonic,
     ):
         self.objective = objective
+        self.name = name
         self.stream = stream if stream is not None else sys.stderr
         self.console = console
         self.live = console and not verbose and (live if live is not None else _is_terminal(self.stream))
@@ -234,7 +259,8 @@ class ProgressDisplay:
                 file=self.stream,
                 dynamic_ncols=True,
                 mininterval=0.5,
-                bar_format="{n_fmt}/{total_fmt} steps [{elapsed}<{remaining}] {postfix}",
+                bar_format=(f"{self.name}: " if self.name else "")
+                + "{n_fmt}/{total_fmt} steps [{elapsed}<{remaining}] {postfix}",
             )
         logging.getLogger(PROGRESS_LOG).info(
             "training: %d steps%s", total, f" (resumed at step {step})" if step else ""
@@ -294,7 +320,8 @@ class ProgressDisplay:
         elapsed = self.clock() - (self.started or self.clock())
         done = self.step - self.first_step
         left = elapsed / done * (self.total - self.step) if done > 0 else math.inf
-        head = f"step {self.step}/{self.total} | {_format_duration(elapsed)} elapsed, {_format_duration(left)} left"
+        head = f"{self.name} " if self.name else ""
+        head += f"step {self.step}/{self.total} | {_format_duration(elapsed)} elapsed, {_format_duration(left)} left"
         status = self.status()
         return f"{head} | {status}" if status else head
 

@@ -19,7 +19,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp.components import GROUPS, Components, build_components
-from socratic_exp.console import ProgressDisplay, filter_dependency_noise, import_quietly, quiet_console
+from socratic_exp.console import (
+    ProgressDisplay,
+    configure,
+    filter_dependency_noise,
+    import_quietly,
+    quiet_console,
+)
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import typed_key
 from socratic_exp.loggers.base import Logger, RunInfo
@@ -185,6 +191,7 @@ class Experiment:
         self.secrets = secrets or []
         self.verbose = bool(cfg.get("verbose", False))
         # in a sweep the jobs' progress goes to their log files; the launcher prints a line per job start and end
+        configure(console=is_main and not multirun, verbose=self.verbose)
         self.display = ProgressDisplay(str(cfg.objective), console=is_main and not multirun, verbose=self.verbose)
 
     def run(self) -> float | None:

@@ -145,3 +145,32 @@ def test_dependency_deprecations_are_filtered_but_ours_and_real_warnings_stay(mo
             "'pin_memory' argument is set as true but no accelerator is found", UserWarning, "x.py", 2, module="torch"
         )
     assert sorted(str(w.message) for w in caught) == ["socratic_exp.run says", "torch.utils.data.dataloader says"]
+
+
+# --- in a run -----------------------------------------------------------------------------------------------------
+def test_a_sweep_prints_one_line_per_job_start_and_end_and_no_secret(run_app):
+    canary = "hf_CANARYsweep1234"
+    proc, outputs = run_app("-m", "dry_run=true", f"+algorithm.trl_args.hub_token={canary}", "seed=0,1", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = (proc.stdout + proc.stderr).splitlines()
+    starts = [line for line in lines if "] #" in line and " : " in line]
+    ends = [line for line in lines if "] #" in line and " done)" in line]
+    assert len(starts) == 2 and len(ends) == 2
+    assert "+algorithm.trl_args.hub_token=<redacted> seed=0" in starts[0]
+    assert canary not in proc.stdout + proc.stderr
+    assert not [p for p in outputs.rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True])
+def test_trl_dictionaries_stay_off_the_console_unless_verbose(run_app, verbose):
+    proc, outputs = run_app(
+        "debug=quick_warmstart", "logger=none", "algorithm.max_steps=2", "eval.every_steps=0", f"verbose={verbose}"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = proc.stdout + proc.stderr
+    (log_file,) = outputs.glob("*/*/socratic_exp.log")
+    assert ("{'loss':" in shown) is verbose  # TRL's per-step dictionary
+    assert '"loss":' in log_file.read_text()  # always in the log file
+    assert "step 2/2 |" in shown and "held-out at step 2: greedy_acc" in shown
+    assert "eval/greedy_acc" in shown.split("held-out results in")[-1]  # the before/after table stays
