@@ -78,17 +78,20 @@ def display() -> None:
         )
 
 
-def lines(tree: str, overrides: list[str]) -> None:
+def lines(tree: str, overrides: list[str], keep: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="console-lines-") as folder:
         typescript = Path(folder) / "typescript"
         env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve()), "SOCRATIC_EXP_OUTPUTS": f"{folder}/outputs"}
         command = " ".join([sys.executable, "-m", "socratic_exp", *overrides])
         started = time.perf_counter()
-        subprocess.run(["script", "-qec", command, str(typescript)], env=env, cwd=folder, check=False,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        # a 120 x 40 terminal (a pseudo-terminal opened without one has no size, and tqdm then draws nothing)
+        subprocess.run(["script", "-qec", f"stty cols 120 rows 40; {command}", str(typescript)], env=env,
+                       cwd=folder, check=False, stdout=subprocess.DEVNULL)  # fmt: skip
+        if keep:
+            Path(keep).write_bytes(typescript.read_bytes())
         elapsed = time.perf_counter() - started
         raw = typescript.read_bytes()
-    text = ANSI.sub(b"", raw)
+    text = ANSI.sub(b"", raw.split(b"\n", 1)[1])  # without script's own first line
     shown = text.count(b"\n")
     redraws = text.count(b"\r") - text.count(b"\r\n")
     print(f"{tree}: {shown} lines, {redraws} in-place redraws, {len(raw)} bytes in {elapsed:.0f} s ({command})")
@@ -105,4 +108,8 @@ def report(run_dir: str) -> None:
 
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:] or ["display"]
-    {"display": lambda: display(), "lines": lambda: lines(rest[0], rest[1:]), "report": lambda: report(rest[0])}[mode]()
+    {
+        "display": lambda: display(),
+        "lines": lambda: lines(rest[0], rest[1:], os.environ.get("KEEP")),
+        "report": lambda: report(rest[0]),
+    }[mode]()

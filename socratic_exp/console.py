@@ -260,7 +260,7 @@ class ProgressDisplay:
                 dynamic_ncols=True,
                 mininterval=0.5,
                 bar_format=(f"{self.name}: " if self.name else "")
-                + "{n_fmt}/{total_fmt} steps [{elapsed}<{remaining}] {postfix}",
+                + "{n_fmt}/{total_fmt} steps [{elapsed}<{remaining}]{postfix}",  # tqdm puts ", " before the postfix
             )
         logging.getLogger(PROGRESS_LOG).info(
             "training: %d steps%s", total, f" (resumed at step {step})" if step else ""
