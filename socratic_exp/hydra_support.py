@@ -192,10 +192,20 @@ class SweepStatus(Callback):
     """At the end of a ``-m`` sweep: ``sweep_summary.csv`` / ``.md`` and a table of every job's status and
     objective; exit 1 if any job failed."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Any launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
+        from socratic_exp.console import redact_logs
+        from socratic_exp.run_folder import secret_values
+
+        redact_logs(secret_values([str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]))
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from socratic_exp.report import write_sweep_summary
+        from socratic_exp.run_folder import scrub_hydra_files, secret_values
 
         sweep_dir = Path(config.hydra.sweep.dir)
+        # multirun.yaml holds the command line (the local launcher scrubs it at launch, Hydra's launchers here)
+        scrub_hydra_files(sweep_dir, secret_values([str(o) for o in config.hydra.overrides.task]))
         if write_sweep_summary(sweep_dir):
             print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} and .csv", file=sys.stderr)
         rows = []

@@ -25,6 +25,7 @@ from socratic_exp.console import (
     filter_dependency_noise,
     import_quietly,
     quiet_console,
+    redact_logs,
 )
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import typed_key
@@ -67,10 +68,13 @@ def _run_job(cfg: DictConfig) -> float | None:
     # arguments (which W&B records as the run's metadata) lose it before anything else reads them.
     secrets = secret_values(overrides)
     sys.argv[1:] = redact_overrides(sys.argv[1:])
+    redact_logs(secrets)
     if is_main:
         scrub_hydra_files(run_dir, secrets)
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
+        if not isinstance(cfg.get("verbose", False), bool):
+            raise ConfigError("verbose", cfg.get("verbose"), "must be true or false")
         try:
             components = build_components(cfg, choices)
         except ConfigError as err:
