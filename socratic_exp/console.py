@@ -312,6 +312,9 @@ class ProgressDisplay:
     def flush(self) -> None:
         """The plain progress line, when one is due (called after the trainer's logs of a step, and before the
         next step begins when the step logged nothing)."""
+        if self._bar is not None and self._dirty:  # the step's own numbers, now that its logs are in
+            self._bar.set_postfix_str(self.status(), refresh=True)
+            self._dirty = False
         if self._line_due:
             self._line_due = False
             logging.getLogger(PROGRESS_LOG).info(self.line())
