@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-log = logging.getLogger("socratic_exp")
 STEP_LOG = "socratic_exp.steps"  # TRL's per-step dictionaries: the log file only
 PROGRESS_LOG = "socratic_exp.progress"  # the plain progress lines: the log file; the console when not live
 EVAL_LOG = "socratic_exp.evaluation"  # one line per held-out evaluation: the log file and the console

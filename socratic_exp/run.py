@@ -89,7 +89,7 @@ def _run_job(cfg: DictConfig) -> float | None:
             return record.previous.get("objective")
         if is_main:
             record.save()
-        return Experiment(cfg, components, record, run_dir, overrides, multirun, is_main, secrets).run()
+        return Experiment(cfg, components, record, run_dir, overrides, multirun, is_main).run()
     except KeyboardInterrupt as err:
         _fail(record, run_dir, config, overrides, err, "interrupted")
         sys.exit(130)
@@ -183,7 +183,6 @@ class Experiment:
         overrides: list[str],
         multirun: bool,
         is_main: bool,
-        secrets: list[str] | None = None,
     ):
         self.cfg = cfg
         self.c = components
@@ -192,7 +191,6 @@ class Experiment:
         self.overrides = overrides
         self.multirun = multirun
         self.is_main = is_main
-        self.secrets = secrets or []
         self.verbose = bool(cfg.get("verbose", False))
         # in a sweep the jobs' progress goes to their log files; the launcher prints a line per job start and end
         configure(console=is_main and not multirun, verbose=self.verbose)
