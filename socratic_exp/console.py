@@ -290,9 +290,8 @@ class ProgressDisplay:
                 bar_format=(f"{self.name}: " if self.name else "")
                 + "{n_fmt}/{total_fmt} steps [{elapsed}<{remaining}]{postfix}",  # tqdm puts ", " before the postfix
             )
-        logging.getLogger(PROGRESS_LOG).info(
-            "training: %d steps%s", total, f" (resumed at step {step})" if step else ""
-        )
+        resumed = f" (resumed at step {step})" if step else ""
+        logging.getLogger(PROGRESS_LOG).info("%s: %d steps%s", self.name or "training", total, resumed)
 
     def advance(self, step: int) -> None:
         """An optimizer step ended (``step`` = the trainer's global step)."""

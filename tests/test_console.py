@@ -75,6 +75,16 @@ def test_a_resumed_run_counts_time_left_from_its_own_steps(plain):
     assert _lines(caplog, PROGRESS_LOG)[0] == "training: 100 steps (resumed at step 50)"
 
 
+def test_a_named_display_says_what_it_counts(plain):
+    display, clock, caplog = plain
+    display.name = "warm-start"
+    display.start(10)
+    clock.now += 5.0
+    display.advance(1)
+    display.flush()
+    assert _lines(caplog, PROGRESS_LOG) == ["warm-start: 10 steps", "warm-start step 1/10 | 0:05 elapsed, 0:45 left"]
+
+
 @pytest.mark.parametrize(
     ("metrics", "shown"),
     [
