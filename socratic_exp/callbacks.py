@@ -3,13 +3,20 @@ sampler's state in checkpoints."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
+from socratic_exp.console import log_step_metrics
+
+TRACKER_POSITION = "tracker_position.json"
+
 if TYPE_CHECKING:
+    from socratic_exp.console import ProgressDisplay
     from socratic_exp.evaluation import Evaluator
+    from socratic_exp.loggers.base import Logger
     from socratic_exp.models.base import Student
     from socratic_exp.run_folder import MetricsSink
     from socratic_exp.samplers.base import PromptSampler
@@ -30,11 +37,88 @@ class MetricsFileCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         self.last_logs.update(logs)  # the latest value of every training metric, for the summary
-        self.sink.file.write(state.global_step, logs)
+        self.sink.record(state.global_step, logs)
+        log_step_metrics(state.global_step, logs)  # the log file keeps TRL's dictionary; the console does not
         extra = {f"sampler/{k}": v for k, v in self.sampler.metrics().items()} | self.teacher.metrics()
         if extra:
             self.sink.log(extra, state.global_step)
         self.sink.log_table("teacher_guidance", self.teacher.samples(), state.global_step)
+
+
+class ProgressDisplayCallback(TrainerCallback):
+    """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink)."""
+
+    def __init__(self, display: ProgressDisplay):
+        self.display = display
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.display.start(state.max_steps, state.global_step)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.display.flush()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.display.advance(state.global_step)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self.display.flush()  # after MetricsFileCallback (added before): the line shows this step's numbers
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.display.close()
+
+
+class TrackerPositionCallback(TrainerCallback):
+    """Keeps the tracker's step with each checkpoint (``tracker_position.json``), so that a run resumed from that
+    checkpoint continues the tracker's history where the checkpoint left it (``Logger.position``)."""
+
+    def __init__(self, logger: Logger):
+        self.logger = logger
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        position = self.logger.position()
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and position is not None and folder.is_dir():
+            (folder / TRACKER_POSITION).write_text(json.dumps({"position": position}))
+
+
+def tracker_position(checkpoint: str | Path | None) -> int | None:
+    """The tracker's step kept with ``checkpoint`` (None when it has none)."""
+    path = Path(checkpoint) / TRACKER_POSITION if checkpoint else None
+    if path is None or not path.is_file():
+        return None
+    return int(json.loads(path.read_text())["position"])
+
+
+class SecretFreeArgumentsCallback(TrainerCallback):
+    """Rewrites each checkpoint's ``training_args.bin`` (the pickled TRL arguments) without secrets: a hub token
+    given on the command line (``+algorithm.trl_args.hub_token=...``) must not stay in every checkpoint. The
+    trainer keeps its own arguments, token included, in memory (``push_to_hub`` still works)."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            scrub_training_args(args, Path(args.output_dir) / f"checkpoint-{state.global_step}")
+
+
+def scrub_training_args(args: Any, folder: Path) -> None:
+    """Overwrite ``folder/training_args.bin`` with a copy of ``args`` whose secret-looking fields are blank."""
+    import copy
+    import dataclasses
+
+    from socratic_exp.run_folder import is_secret_key
+
+    path = folder / "training_args.bin"
+    secret = [f.name for f in dataclasses.fields(args) if is_secret_key(f.name) and getattr(args, f.name, None)]
+    if not secret or not path.is_file():
+        return
+    import torch
+
+    clean = copy.copy(args)
+    for name in secret:
+        object.__setattr__(clean, name, None)
+    torch.save(clean, path)
 
 
 class CollapseGuard:

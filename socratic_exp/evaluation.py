@@ -87,6 +87,8 @@ def generate(
     With ``seed``, sampling draws from its own seeded generator state and leaves the caller's (training's)
     random state untouched, so evaluations are comparable across runs and do not perturb training.
     """
+    import sys
+
     import torch
     from tqdm.auto import tqdm
 
@@ -99,7 +101,8 @@ def generate(
         with torch.random.fork_rng(devices=devices, enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(seed)
-            for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=progress is None, leave=False):
+            quiet = progress is None or not sys.stderr.isatty()  # transient bars: terminals only, not log files
+            for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=quiet, leave=False):
                 texts = [as_model_input(student, p, instruction) for p in prompts[start : start + batch_size]]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 with torch.inference_mode():

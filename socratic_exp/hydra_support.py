@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -73,13 +74,16 @@ def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
     """The run folder: ``fresh`` unless resuming (``resume=auto`` or ``resume=<run folder>``); under ``accelerate
     launch`` every rank's (see ``shared_run_dir``).
 
-    A missing folder is not an error here (Hydra would print a traceback): the run itself reports it.
+    A missing folder, or one that is not a run folder, is not an error here (Hydra would print a traceback): the
+    run gets a fresh folder and reports it in one line.
     """
+    from socratic_exp.run_folder import is_run_folder
+
     fresh = shared_run_dir(fresh)
     if resume in (None, "", False):
         return fresh
-    if str(resume) != "auto":
-        return str(resume) if Path(str(resume)).is_dir() else fresh
+    if str(resume) != "auto":  # a folder that is not a run's is never written into: the run refuses it
+        return str(resume) if is_run_folder(resume) else fresh
     overrides = list(OmegaConf.select(_root_, "hydra.overrides.task", default=[]) or [])
     found = find_interrupted_run(Path(fresh).parent.parent, overrides)
     return str(found) if found else fresh
@@ -138,8 +142,38 @@ def _sweep_dir(resume: Any, fresh: str) -> str:
     return fresh
 
 
+_INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?:,[^}]*)?\}$")
+
+
+def typed_key(cfg: DictConfig, key: str) -> str:
+    """The key a user sets to change ``key``: where ``key``'s value is an interpolation of another key (``${seed}``,
+    ``${oc.select:algorithm.max_attempts,2}``), that key, followed through chains; else ``key`` itself."""
+    seen = {key}
+    while True:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+        if not isinstance(node, DictConfig) or leaf not in node:
+            return key
+        raw = node._get_node(leaf)._value()  # the unresolved value
+        match = _INTERPOLATION.match(raw) if isinstance(raw, str) else None
+        if match is None or match.group(1) in seen:
+            return key
+        source = match.group(1)
+        if OmegaConf.select(cfg, source, default=_MISSING, throw_on_missing=False) is _MISSING:
+            return key  # oc.select fell back to its default: nothing else to set
+        seen.add(source)
+        key = source
+
+
+_MISSING = object()
+
+
 def comparable_overrides(overrides: list[str]) -> list[str]:
-    return sorted(o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY)
+    """Overrides as two launches are compared: ``resume`` aside, sorted, and secrets redacted (the copies kept in
+    a run folder never hold them, so a run launched with a secret is still found by ``resume=auto``)."""
+    from socratic_exp.run_folder import redact_overrides
+
+    return sorted(redact_overrides([o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY]))
 
 
 def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | None:
@@ -162,10 +196,20 @@ class SweepStatus(Callback):
     """At the end of a ``-m`` sweep: ``sweep_summary.csv`` / ``.md`` and a table of every job's status and
     objective; exit 1 if any job failed."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Any launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
+        from socratic_exp.console import redact_logs
+        from socratic_exp.run_folder import secret_values
+
+        redact_logs(secret_values([str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]))
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from socratic_exp.report import write_sweep_summary
+        from socratic_exp.run_folder import scrub_hydra_files, secret_values
 
         sweep_dir = Path(config.hydra.sweep.dir)
+        # multirun.yaml holds the command line (the local launcher scrubs it at launch, Hydra's launchers here)
+        scrub_hydra_files(sweep_dir, secret_values([str(o) for o in config.hydra.overrides.task]))
         if write_sweep_summary(sweep_dir):
             print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} and .csv", file=sys.stderr)
         rows = []

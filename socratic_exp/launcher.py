@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from socratic_exp.hydra_support import comparable_overrides
-from socratic_exp.run_folder import redact_overrides, write_json_atomic
+from socratic_exp.run_folder import redact_overrides, scrub_hydra_files, secret_values, write_json_atomic
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
@@ -130,6 +130,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    # multirun.yaml holds the command line: a secret given there must not stay in it
+    scrub_hydra_files(sweep_dir, secret_values([o for job in job_overrides for o in job]))
     try:
         check_sweep_folder(sweep_dir, job_overrides, initial_job_idx)
     except SweepFolderConflict as err:
@@ -152,7 +154,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
 
     def run_one(index: int, overrides: Sequence[str]) -> JobReturn:
         job_dir = sweep_dir / str(index)
-        shown = " ".join(filter_overrides(overrides))
+        shown = " ".join(redact_overrides(filter_overrides(overrides)))
         previous = completed_run(job_dir, overrides)
         if previous is not None:
             log.info(f"#{index} : {shown}: completed in an earlier launch, skipped")
@@ -174,8 +176,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             result = _job_return(JobReturn, JobStatus, overrides, job_dir, None)
         with progress:
             done["count"] += 1
-            status = _status_of(job_dir)
-            log.info(f"#{index} {status} in {time.perf_counter() - started:.0f} s "
+            log.info(f"#{index} {_outcome_of(job_dir)} in {time.perf_counter() - started:.0f} s "
                      f"({done['count']} of {len(job_overrides)} done)")  # fmt: skip
         return result
 
@@ -223,6 +224,14 @@ def _job_return(job_return: Any, job_status: Any, overrides: Sequence[str], job_
     return result
 
 
-def _status_of(job_dir: Path) -> str:
+def _outcome_of(job_dir: Path) -> str:
+    """``completed, eval/greedy_acc 0.5500`` / ``failed: <the error>``: the job's end line."""
     summary_file = job_dir / "summary.json"
-    return json.loads(summary_file.read_text()).get("status", "?") if summary_file.is_file() else "ended (no summary)"
+    if not summary_file.is_file():
+        return "ended (no summary)"
+    summary = json.loads(summary_file.read_text())
+    status, objective = summary.get("status", "?"), summary.get("objective")
+    if status == "completed" and isinstance(objective, int | float):
+        return f"{status}, {(summary.get('config') or {}).get('objective', 'objective')} {objective:.4f}"
+    message = (summary.get("error") or {}).get("message")
+    return f"{status}: {str(message).splitlines()[0][:160]}" if message else status

@@ -1,4 +1,8 @@
-"""Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``.
+"""Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``; one run folder: its own page.
+
+A single run folder gets ``report.md`` and PNGs in that folder (``write_run_report``): the before/after table,
+learning curves, the method's own telemetry (picked by the metric names it logged) and sample completions with
+their verdicts and teacher guidance.
 
 Reads run folders only (``summary.json``, ``metrics.jsonl``; never the network), groups the runs into variants by
 the overrides that differ between them (``seed`` aside: seeds are what a variant aggregates over), and writes a
@@ -376,6 +380,120 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value).replace("|", "\\|")
 
 
+# --- one run ----------------------------------------------------------------------------------------------------
+SAMPLE_ROWS = 6  # completions and guidance rows shown in a run report
+CELL_CHARS = 160
+
+
+def write_run_report(run: Run, out_dir: Path | None = None) -> list[Path]:
+    """The page of one run, in its folder (or ``out_dir``): ``report.md`` with the before/after table, the
+    learning curves, the method's own telemetry plots (chosen by the metric names the run logged) and a sample of
+    completions with their verdicts and teacher guidance. Returns the files written."""
+    from socratic_exp import plots
+
+    out = out_dir or run.path
+    out.mkdir(parents=True, exist_ok=True)
+    records, summary = run.records, run.summary
+    config = summary.get("config") or {}
+    lines = [f"# Run {summary.get('run_name') or run.path.name}", "", f"Folder: {run.path}", ""]
+    facts = [f"status **{run.status}**", f"{summary.get('steps', '?')} steps"]
+    if isinstance(summary.get("wall_time_s"), int | float):
+        facts.append(f"{summary['wall_time_s'] / 60:.1f} min")
+    choices = summary.get("choices") or {}
+    lines += [", ".join(facts) + ("; " + " ".join(f"{g}={c}" for g, c in choices.items()) if choices else ""), ""]
+    if summary.get("overrides"):
+        lines += ["Overrides: `" + " ".join(summary["overrides"]) + "`", ""]
+    if (summary.get("error") or {}).get("message"):
+        lines += [f"Error: {summary['error'].get('type', '')}: {summary['error']['message']}", ""]
+    lines += ["## Held-out results (before -> after training)", "", before_after_table(summary), ""]
+    if (summary.get("collapse") or {}).get("stopped_at_step") is not None:
+        collapse = summary["collapse"]
+        lines += [f"Collapse guard: stopped at step {collapse['stopped_at_step']}, the weights of step "
+                  f"{collapse['restored_step']} are the final model.", ""]  # fmt: skip
+    files = [out / "report.md"]
+    figures: list[tuple[str, Path | None]] = [
+        ("Learning curves", plots.plot_learning_curves(records, out / "learning_curves.png"))
+    ]
+    rho = (config.get("algorithm") or {}).get("entropy_mask") or {}
+    rho = rho.get("rho") if isinstance(rho, dict) else None
+    if rho is None and (config.get("algorithm") or {}).get("rho") is not None:
+        rho = config["algorithm"]["rho"]
+    figures += [
+        ("SocraticPO: correction rate by attempt", plots.plot_socraticpo(records, out / "telemetry_socraticpo.png")),
+        ("Entropy mask: token entropy and the kept threshold",
+         plots.plot_entropy_mask(records, rho, out / "telemetry_entropy_mask.png")),
+        ("Goldilocks: predicted vs realised utility", plots.plot_goldilocks(records, out / "telemetry_goldilocks.png")),
+        ("VPD: E-step telemetry", plots.plot_prefixed(records, "vpd/", "VPD E-step", out / "telemetry_vpd.png")),
+        ("Self-distillation telemetry", plots.plot_prefixed(
+            records, "self_distillation/", "self-distillation", out / "telemetry_self_distillation.png")),
+        ("Socratic-RL: viewpoint timeline", plots.plot_viewpoints(records, out / "telemetry_viewpoints.png")),
+    ]  # fmt: skip
+    for title, figure in figures:
+        if figure is not None:
+            lines += [f"## {title}", "", f"![{figure.stem}]({figure.name})", ""]
+            files.append(figure)
+    lines += completion_samples(run.path)
+    files[0].write_text("\n".join(lines), encoding="utf-8")
+    return files
+
+
+def before_after_table(summary: dict[str, Any]) -> str:
+    """Each top-level evaluation metric before and after training (the run's end-of-run table)."""
+    initial, final = summary.get("initial") or {}, summary.get("final") or {}
+    keys = [k for k in {**initial, **final} if k.startswith("eval/") and k.count("/") == 1]
+    if not keys:
+        return "(no evaluation recorded)"
+    rows = [[k, _cell(initial.get(k)), _cell(final.get(k)), _signed(initial.get(k), final.get(k))] for k in keys]
+    return markdown_table(["metric", "before", "after", "change"], rows)
+
+
+def _signed(before: Any, after: Any) -> str:
+    if isinstance(before, int | float) and isinstance(after, int | float):
+        return f"{after - before:+.4f}"
+    return ""
+
+
+def completion_samples(run_dir: Path) -> list[str]:
+    """Markdown sections: the latest training completions with their rewards (TRL's completions table), and the
+    latest teacher guidance with the verdict it answered."""
+    lines: list[str] = []
+    tables = sorted((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"), key=_natural_key)
+    if tables:
+        import pandas
+
+        frame = pandas.read_parquet(tables[-1])
+        columns = [c for c in frame.columns if c not in ("prompt", "completion", "step", "image")]
+        rows = [
+            [_text(row.get("prompt")), _text(row.get("completion"))] + [_cell(row.get(c)) for c in columns]
+            for row in frame.head(SAMPLE_ROWS).to_dict("records")
+        ]
+        lines += [f"## Completions (training, {tables[-1].stem}; reward = the verifier's verdict)", ""]
+        lines += [markdown_table(["prompt", "completion", *columns], rows), ""]
+    guidance = run_dir / "teacher_guidance.jsonl"
+    if guidance.is_file():
+        entries = [json.loads(line) for line in guidance.read_text(encoding="utf-8").splitlines() if line.strip()]
+        header = ["step", "question", "attempt", "verdict", "guidance", "leaked"]
+        rows = [
+            [str(e.get("step", "")), _text(e.get("question")), _text(e.get("attempt")), _text(e.get("reason")),
+             _text(e.get("guidance")), str(e.get("leaked", ""))]
+            for e in entries[-SAMPLE_ROWS:]
+        ]  # fmt: skip
+        if rows:
+            lines += ["## Teacher guidance (latest; verdict = why the attempt was judged wrong)", ""]
+            lines += [markdown_table(header, rows), ""]
+    if not lines:
+        lines = ["## Completions", "", "(none recorded: algorithm.log_completions=false and no teacher)", ""]
+    return lines
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):  # chat messages
+        value = " / ".join(str(m.get("content", m)) if isinstance(m, dict) else str(m) for m in value)
+    text = " ".join(str(value if value is not None else "").split())
+    text = text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 3] + "..."
+    return text.replace("|", "\\|")
+
+
 # --- W&B ---------------------------------------------------------------------------------------------------------
 
 
@@ -485,6 +603,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not runs:
         print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
         return 2
+    if len(args.paths) == 1 and (args.paths[0] / "summary.json").is_file() and not args.wandb:
+        files = write_run_report(runs[0], args.out)
+        print(f"{runs[0].path}: {runs[0].status}\n\n{before_after_table(runs[0].summary)}")
+        print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
+        return 0
     split = lambda text: [item.strip() for item in text.split(",") if item.strip()] if text else None  # noqa: E731
     out_dir = args.out or (args.paths[0] if len(args.paths) == 1 and not (args.paths[0] / "summary.json").is_file()
                            else Path("report"))  # fmt: skip

@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 import traceback
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +19,40 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp.components import GROUPS, Components, build_components
-from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.console import (
+    ProgressDisplay,
+    configure,
+    filter_dependency_noise,
+    import_quietly,
+    quiet_console,
+    redact_logs,
+)
+from socratic_exp.errors import NO_VALUE, ConfigError, UserError
+from socratic_exp.hydra_support import typed_key
 from socratic_exp.loggers.base import Logger, RunInfo
-from socratic_exp.run_folder import MetricsFile, MetricsSink, RunRecord, redact, redact_overrides, scrub_hydra_files
+from socratic_exp.run_folder import (
+    MetricsFile,
+    MetricsSink,
+    RunRecord,
+    is_run_folder,
+    redact,
+    redact_overrides,
+    scrub_hydra_files,
+    secret_values,
+)
 from socratic_exp.teachers.none import NoTeacher
 
 log = logging.getLogger("socratic_exp")
-NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run")  # already in the name, or not a setting
+NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run", "verbose")  # in the name, or no setting
 
 
 def run_job(cfg: DictConfig) -> float | None:
+    # a sweep's job: the launcher prints its start and end, the job's own lines go to its log file
+    with quiet_console(HydraConfig.get().mode == RunMode.MULTIRUN):
+        return _run_job(cfg)
+
+
+def _run_job(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
@@ -40,11 +63,22 @@ def run_job(cfg: DictConfig) -> float | None:
     is_main = int(os.environ.get("RANK", "0")) == 0
     record: RunRecord | None = None
     config: Any = {}
+    filter_dependency_noise()
+    # A secret given on the command line reaches no file: Hydra's dumps are scrubbed, and the process's own
+    # arguments (which W&B records as the run's metadata) lose it before anything else reads them.
+    secrets = secret_values(overrides)
+    sys.argv[1:] = redact_overrides(sys.argv[1:])
+    redact_logs(secrets)
     if is_main:
-        scrub_hydra_files(run_dir)
+        scrub_hydra_files(run_dir, secrets)
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
-        components = build_components(cfg, choices)
+        if not isinstance(cfg.get("verbose", False), bool):
+            raise ConfigError("verbose", cfg.get("verbose"), "must be true or false")
+        try:
+            components = build_components(cfg, choices)
+        except ConfigError as err:
+            raise as_typed(err, cfg) from None
         _check_resume(cfg, run_dir, multirun)
         if cfg.dry_run:
             print(f"config OK: {' '.join(f'{g}={c}' for g, c in choices.items())}")
@@ -85,6 +119,18 @@ def _fail(
         print(f"error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})", file=sys.stderr)
 
 
+def as_typed(err: ConfigError, cfg: DictConfig) -> ConfigError:
+    """``err`` reported under the key the user typed: a value passed on by interpolation (the run's ``seed`` as
+    ``teacher.seed``) is set, and fixed, where it was typed."""
+    typed = typed_key(cfg, err.key)
+    if typed == err.key:
+        return err
+    prefix = f"{err.key}: " if err.value is NO_VALUE else f"{err.key}={err.value!r}: "
+    problem = err.message.removeprefix(prefix)
+    fix = err.fix.replace(f"{err.key}=", f"{typed}=") if err.fix else None
+    return ConfigError(typed, err.value, f"{problem} (passed on to {err.key})", fix)
+
+
 def _check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None:
     resume = cfg.get("resume")
     if resume in (None, "auto"):
@@ -101,6 +147,13 @@ def _check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> Non
     if not Path(str(resume)).is_dir():
         raise ConfigError(
             "resume", resume, "is not a run folder", "pass an existing outputs/<date>/<time> folder or resume=auto"
+        )
+    if not is_run_folder(resume):  # the resolver gave the run a fresh folder: nothing was written into this one
+        raise ConfigError(
+            "resume",
+            resume,
+            "is not a run folder (no summary.json or .hydra/); nothing was written into it",
+            "pass an outputs/<date>/<time> folder or resume=auto",
         )
     if Path(str(resume)).resolve() != run_dir.resolve():  # pragma: no cover - the resolver guarantees it
         raise ConfigError("resume", resume, f"resolved to another folder ({run_dir})")
@@ -138,6 +191,10 @@ class Experiment:
         self.overrides = overrides
         self.multirun = multirun
         self.is_main = is_main
+        self.verbose = bool(cfg.get("verbose", False))
+        # in a sweep the jobs' progress goes to their log files; the launcher prints a line per job start and end
+        configure(console=is_main and not multirun, verbose=self.verbose)
+        self.display = ProgressDisplay(str(cfg.objective), console=is_main and not multirun, verbose=self.verbose)
 
     def run(self) -> float | None:
         from transformers import set_seed
@@ -149,14 +206,21 @@ class Experiment:
             MetricsFileCallback,
             PeriodicEvalCallback,
             SamplerStateCallback,
+            scrub_training_args,
+            tracker_position,
         )
         from socratic_exp.evaluation import Evaluator
         from socratic_exp.plots import plot_learning_curves
         from socratic_exp.tasks.base import render_prompt
 
         c, cfg = self.c, self.cfg
-        # TRL 1.16 reads transformers' deprecated `is_gradient_checkpointing` at every generation: noise, not news
-        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        if not self.verbose:  # datasets' "Map: 100%" and transformers' "Writing model shards" bars
+            import datasets
+            import transformers
+
+            datasets.disable_progress_bars()
+            transformers.utils.logging.disable_progress_bar()
+        import_quietly("transformers.integrations.integration_utils")
         set_seed(cfg.seed)
         checkpoint_root = self.run_dir / "checkpoints"
         checkpoint = get_last_checkpoint(str(checkpoint_root)) if checkpoint_root.is_dir() else None
@@ -173,9 +237,9 @@ class Experiment:
         else:
             metrics_file.path.unlink(missing_ok=True)
         name = run_name(c.choices, self.overrides)
-        sink = MetricsSink(metrics_file, c.logger if self.is_main else Logger())
+        sink = MetricsSink(metrics_file, c.logger if self.is_main else Logger(), self.display.observe)
         if self.is_main:
-            info = self._run_info(name)
+            info = self._run_info(name, tracker_position(checkpoint))
             run_id = c.logger.start(info)
             sweep = info.config.get("sweep") or {}
             self.record.update(
@@ -219,6 +283,7 @@ class Experiment:
                 sink=sink,
             )
             trainer = c.algorithm.build_trainer(ctx)
+            self._console_callbacks(trainer)
             trainer.train(resume_from_checkpoint=checkpoint)
             step = trainer.state.global_step
             student.model = trainer.accelerator.unwrap_model(trainer.model)
@@ -239,6 +304,7 @@ class Experiment:
                 sink.log_evaluation(final, step, c.teacher)
             if cfg.save_final_model:
                 trainer.save_model(str(checkpoint_root / "final"))
+                scrub_training_args(trainer.args, checkpoint_root / "final")
             objective = final[cfg.objective]
             if self.is_main:
                 self.record.complete(
@@ -255,13 +321,33 @@ class Experiment:
             self._print_result(self.record.data.get("initial", {}), final)
             return objective
         except BaseException:
+            self.display.close()
             if self.is_main:
                 c.logger.finish(exit_code=1)
             raise
         finally:
             c.teacher.close()
 
-    def _run_info(self, name: str) -> RunInfo:
+    def _console_callbacks(self, trainer: Any) -> None:
+        """Our progress line instead of transformers' bar and TRL's per-step dictionaries (``verbose=true`` keeps
+        theirs); each checkpoint's pickled arguments without secrets."""
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        from socratic_exp.callbacks import (
+            ProgressDisplayCallback,
+            SecretFreeArgumentsCallback,
+            TrackerPositionCallback,
+        )
+
+        if not self.verbose:
+            trainer.remove_callback(ProgressCallback)
+            trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(ProgressDisplayCallback(self.display))
+        trainer.add_callback(SecretFreeArgumentsCallback())
+        if self.is_main:
+            trainer.add_callback(TrackerPositionCallback(self.c.logger))
+
+    def _run_info(self, name: str, resume_position: int | None = None) -> RunInfo:
         """In a sweep, the W&B group is the sweep's name (``+sweep=<name>``, else its folder's date/time) and the
         config's ``sweep`` block names the launch and the job's overrides, for reports to filter and group by."""
         group = None
@@ -286,6 +372,7 @@ class Experiment:
             tags=[f"{g}={v}" for g, v in self.c.choices.items() if g in GROUPS],
             config=config,
             resume_id=self.record.data.get("wandb_run_id"),
+            resume_position=resume_position,
         )
 
     def _print_result(self, initial: dict[str, float], final: dict[str, float]) -> None:

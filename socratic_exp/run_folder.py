@@ -13,6 +13,7 @@ import platform
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -36,8 +37,28 @@ TRACKED_PACKAGES = (
     "openai",
     "vllm",
 )
-_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+# A key is secret-looking when one of its words (split at _ - . and camelCase) is one of these, or starts with
+# secret / password / auth (not author); ``*_env`` keys name a variable, and tokenizer tokens (pad_token) are text.
+_SECRET_WORDS = {"token", "key", "apikey", "secret", "password", "passwd", "pwd", "auth", "credential", "credentials"}
+_SECRET_STARTS = ("secret", "password", "auth", "bearer", "cookie")
+_AUTHOR = {"author", "authors", "authored", "authorship"}
+_TOKENIZER_TOKEN = re.compile(r"(^|_)(pad|eos|bos|unk|sep|cls|mask)_token(_id)?$")
+_WORD_SPLIT = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED = "<redacted>"
+
+
+def is_secret_key(key: Any) -> bool:
+    """Whether a config key (or an override's key, ``+teacher.extra_body.api_key``) names a secret: its last part
+    has a word such as token, key, secret, password or auth (``hub_token``, ``apiKey``, ``Authorization``), but not
+    a count (``max_new_tokens``), a variable's name (``api_key_env``) or a tokenizer's token (``pad_token``)."""
+    name = str(key).lstrip("+~").rsplit(".", 1)[-1]
+    lowered = name.lower()
+    if lowered.endswith("_env") or _TOKENIZER_TOKEN.search(lowered):
+        return False
+    words = [word.lower() for word in _WORD_SPLIT.split(name) if word]
+    return "apikey" in lowered or any(
+        word in _SECRET_WORDS or (word.startswith(_SECRET_STARTS) and word not in _AUTHOR) for word in words
+    )
 
 
 def default_cache_dir() -> Path:
@@ -51,24 +72,25 @@ def default_cache_dir() -> Path:
 def redact(data: Any) -> Any:
     """A copy of ``data`` with the values of secret-looking keys replaced (keys ending in ``_env`` name a variable)."""
     if isinstance(data, dict):
-        return {
-            key: REDACTED if _SECRET_KEY.search(str(key)) and not str(key).endswith("_env") and value else redact(value)
-            for key, value in data.items()
-        }
+        return {key: REDACTED if is_secret_key(key) and value else redact(value) for key, value in data.items()}
     if isinstance(data, list):
         return [redact(v) for v in data]
     return data
 
 
-def scrub_hydra_files(run_dir: Path) -> None:
-    """Redact secret-looking values from Hydra's own dumps (``.hydra/*.yaml``), which are written before the run
-    starts: a key passed on the command line must not stay on disk."""
+def scrub_hydra_files(run_dir: Path, secrets: list[str] | None = None) -> None:
+    """Redact secret-looking values from Hydra's own dumps (``.hydra/*.yaml``, a sweep's ``multirun.yaml``), which
+    are written before the run starts: a key passed on the command line must not stay on disk. ``secrets`` (the
+    values given on the command line) are then replaced wherever else they appear (``hydra.job.override_dirname``
+    joins the overrides into one string)."""
     from omegaconf import OmegaConf
 
-    for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
-        path = run_dir / ".hydra" / name
+    for path in [run_dir / ".hydra" / n for n in ("config.yaml", "overrides.yaml", "hydra.yaml")] + [
+        run_dir / "multirun.yaml"
+    ]:
         if not path.is_file():
             continue
+        scrub_text(path, secrets or [])
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
         if isinstance(data, list):
             clean: Any = [_redact_override(o) if isinstance(o, str) else o for o in data]
@@ -88,7 +110,68 @@ def redact_overrides(overrides: list[str]) -> list[str]:
 
 def _redact_override(override: str) -> str:
     key, sep, value = override.partition("=")
-    return f"{key}={REDACTED}" if sep and value and _SECRET_KEY.search(key) and not key.endswith("_env") else override
+    return f"{key}={REDACTED}" if sep and value and is_secret_key(key) else override
+
+
+def secret_values(overrides: list[str]) -> list[str]:
+    """The values given to secret-looking keys on the command line (what must reach no file), longest first; a
+    dict or list value also yields its secret-looking entries (``+teacher.extra_body={api_key: X}``)."""
+    found: set[str] = set()
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not value:
+            continue
+        if is_secret_key(key) and value.strip("'\"") not in ("", "null", "None"):
+            found.update({value, value.strip("'\"")})
+        elif value.lstrip().startswith(("{", "[")):
+            found.update(_secret_leaves(value))
+    return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+
+
+def _secret_leaves(value: str) -> set[str]:
+    """Secret-looking entries of a dict/list override value, parsed as Hydra parses it."""
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_override(f"x={value}").value()
+    except Exception:  # not Hydra syntax: the key check above is all there is
+        return set()
+    found: set[str] = set()
+
+    def walk(node: Any, secret: bool) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, secret or is_secret_key(k))
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, secret)
+        elif secret and node not in (None, ""):
+            found.add(str(node))
+
+    walk(parsed, False)
+    return found
+
+
+def scrub_text(path: Path, secrets: list[str]) -> bool:
+    """Replace every secret value in a text file by ``<redacted>``; True when the file changed."""
+    if not secrets or not path.is_file():
+        return False
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return False
+    clean = text
+    for secret in secrets:
+        clean = clean.replace(secret, REDACTED)
+    if clean != text:
+        path.write_text(clean, encoding="utf-8")
+    return clean != text
+
+
+def is_run_folder(path: Any) -> bool:
+    """A folder a run wrote: it holds ``summary.json`` or Hydra's ``.hydra/`` (what ``resume=<folder>`` accepts)."""
+    folder = Path(str(path))
+    return (folder / "summary.json").is_file() or (folder / ".hydra").is_dir()
 
 
 def versions() -> dict[str, str | None]:
@@ -165,14 +248,21 @@ class MetricsFile:
 
 
 class MetricsSink:
-    """Metrics to ``metrics.jsonl`` and to the logger."""
+    """Metrics to ``metrics.jsonl``, to the logger and to ``observe`` (the console's progress display)."""
 
-    def __init__(self, file: MetricsFile, logger: Logger):
+    def __init__(self, file: MetricsFile, logger: Logger, observe: Callable[[int, dict[str, Any]], None] | None = None):
         self.file = file
         self.logger = logger
+        self.observe = observe
+
+    def record(self, step: int, metrics: dict[str, Any]) -> None:
+        """``metrics.jsonl`` and the display only: for the trainer's own logs, which W&B receives from transformers."""
+        self.file.write(step, metrics)
+        if self.observe is not None:
+            self.observe(step, metrics)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
-        self.file.write(step, metrics)
+        self.record(step, metrics)
         self.logger.log(metrics, step)
 
     def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:

@@ -18,6 +18,7 @@ class RunInfo:
     tags: list[str]
     config: dict[str, Any]  # resolved and redacted
     resume_id: str | None = None
+    resume_position: int | None = None  # the tracker's own step at the checkpoint the run resumes from
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -32,6 +33,11 @@ class Logger(Component):
 
     def start(self, info: RunInfo) -> str | None:
         """Open the tracker's run; returns its id (stored for resume)."""
+        return None
+
+    def position(self) -> int | None:
+        """The tracker's own step of the latest row logged (kept with each checkpoint, so that a resumed run
+        continues the tracker's history from there); None without one."""
         return None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:

@@ -120,6 +120,8 @@ class TinyModel(ModelSpec):
         from datasets import Dataset
         from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments, set_seed
 
+        from socratic_exp.console import quiet_trainer
+
         started = time.time()
         set_seed(self.warmstart_seed)
         tokenizer = build_char_tokenizer()
@@ -152,6 +154,7 @@ class TinyModel(ModelSpec):
             tokenizer.padding_side = "right"  # training: positions stay aligned with the text
             collator = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)
             trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=collator)
+            quiet_trainer(trainer, "warm-start")  # a progress line, not a dictionary per log
             result = trainer.train()
             tokenizer.padding_side = "left"  # generation (TRL and the evaluator) pads on the left
             staged = Path(scratch) / "model"

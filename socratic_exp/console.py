@@ -1,0 +1,375 @@
+"""What a run shows on the terminal: one progress line, the evaluations, the before/after table.
+
+TRL's per-step dictionaries (40-100 metrics each) go to ``metrics.jsonl``, W&B and the run's log file, not the
+terminal (``verbose=true`` brings TRL's own printing back). The progress line shows step / total, elapsed and
+remaining time, the training reward (moving mean), the method's own key signal (``METHOD_SIGNALS``, read from the
+metric names, so no method code is imported) and the latest held-out score. On a terminal it is a live ``tqdm``
+line; elsewhere (a file, a SLURM log, a captured pipe) a plain line every tenth of the run. In a sweep the jobs'
+progress goes to their log files only: the launcher prints one line per job start and end.
+
+Dependency noise (deprecation warnings raised inside torch, transformers, TRL, ...) is filtered once, here
+(``filter_dependency_noise``); other warnings stay and reach the log file as well.
+
+The display is cheap by construction: ``advance`` (once per optimizer step) compares integers and, on a
+terminal, calls ``tqdm.update`` (which redraws at most every 0.5 s); ``observe`` (once per logging step) keeps the
+latest value of each metric it shows. ``benchmarks/console.py`` measures it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+STEP_LOG = "socratic_exp.steps"  # TRL's per-step dictionaries: the log file only
+PROGRESS_LOG = "socratic_exp.progress"  # the plain progress lines: the log file; the console when not live
+EVAL_LOG = "socratic_exp.evaluation"  # one line per held-out evaluation: the log file and the console
+REWARD_WINDOW = 10  # logging steps in the reward's moving mean
+PLAIN_LINES = 10  # progress lines of a run when the output is not a terminal
+
+# Warnings that are news to the dependency's maintainers, not to a user of this framework: deprecations raised
+# inside (or between) the libraries we call. Matched on the module the warning is attributed to, so a deprecation
+# that our own code triggers (attributed to socratic_exp) still shows.
+DEPENDENCIES = r"(torch|transformers|trl|accelerate|datasets|huggingface_hub|wandb|pydantic|hydra|omegaconf|peft|"
+DEPENDENCIES += r"joblib|google\.protobuf|math_verify|matplotlib|pyarrow|pandas|jieba|sympy|latex2sympy2)(\.|$)"
+NOISE_MESSAGES = (
+    # TRL 1.16 reads transformers' deprecated ``is_gradient_checkpointing`` at every generation
+    r"`is_gradient_checkpointing` is deprecated",
+    # TRL's dataloaders ask for pinned memory, which a CPU-only machine cannot give: nothing to act on
+    r"'pin_memory' argument is set as true but no accelerator is found",
+)
+
+
+def filter_dependency_noise() -> None:
+    """Silence the dependencies' deprecation noise, once per process, and route the remaining warnings through
+    logging (so they reach the run's log file too)."""
+    if getattr(filter_dependency_noise, "done", False):
+        return
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category, module=DEPENDENCIES)
+    for message in NOISE_MESSAGES:
+        warnings.filterwarnings("ignore", message=message)
+    logging.captureWarnings(True)
+    filter_dependency_noise.done = True  # type: ignore[attr-defined]
+
+
+SHOWN = {"console": True, "verbose": False}  # this process's choices (``configure``), for trainers built elsewhere
+
+
+def configure(console: bool = True, verbose: bool = False) -> None:
+    """Whether this process's progress reaches the console (not in a sweep's job) and whether TRL's own printing
+    is kept (``verbose``); read by ``quiet_trainer`` for trainers the run does not build itself (the warm-start)."""
+    SHOWN.update(console=console, verbose=verbose)
+
+
+def quiet_trainer(trainer: Any, name: str) -> None:
+    """Give a transformers ``Trainer`` (e.g. a model's warm-start) a progress line named ``name`` instead of its
+    dictionary per log; with ``verbose`` the trainer is left as it is."""
+    if SHOWN["verbose"]:
+        return
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from socratic_exp.callbacks import ProgressDisplayCallback
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(ProgressDisplayCallback(ProgressDisplay(console=SHOWN["console"], name=name)))
+
+
+def import_quietly(module: str) -> None:
+    """Import ``module`` with its import-time prints swallowed (transformers' W&B integration prints
+    "[INFO] Running in WANDB offline mode" when it is imported with WANDB_MODE=offline)."""
+    import importlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        importlib.import_module(module)
+
+
+def route(name: str, to_console: bool) -> logging.Logger:
+    """The logger ``name`` writing to the run's log file (the root logger's file handlers, which Hydra sets up)
+    and, with ``to_console``, to the console as well (then it simply propagates to the root logger)."""
+    logger = logging.getLogger(name)
+    logger.propagate = to_console
+    logger.setLevel(logging.INFO)
+    root_files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    logger.handlers = [] if to_console else root_files
+    return logger
+
+
+@contextlib.contextmanager
+def quiet_console(quiet: bool = True) -> Iterator[None]:
+    """Within: the console shows warnings and errors only (a sweep's job, whose launcher prints its start and end);
+    the log file still gets everything."""
+    consoles = [
+        h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler and h.level < logging.WARNING
+    ]
+    levels = [h.level for h in consoles]
+    if quiet:
+        for handler in consoles:
+            handler.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for handler, level in zip(consoles, levels, strict=True):
+            handler.setLevel(level)
+
+
+_LOG_SECRETS: list[str] = []
+
+
+def redact_logs(secrets: list[str]) -> None:
+    """Every log record created from now on in this process has ``secrets`` replaced, whatever logger or handler
+    writes it (console and log file alike): a library, or Hydra's own launchers (``#0 : <overrides>``), logging a
+    secret given on the command line. A record factory, since Hydra re-configures logging (and its handlers)."""
+    fresh = [secret for secret in secrets if secret and secret not in _LOG_SECRETS]
+    if not fresh:
+        return
+    if not _LOG_SECRETS:
+        make_record = logging.getLogRecordFactory()
+
+        def redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = make_record(*args, **kwargs)
+            message = record.getMessage()
+            if any(secret in message for secret in _LOG_SECRETS):
+                from socratic_exp.run_folder import REDACTED
+
+                for secret in _LOG_SECRETS:
+                    message = message.replace(secret, REDACTED)
+                record.msg, record.args = message, None
+            return record
+
+        logging.setLogRecordFactory(redacting_factory)
+    _LOG_SECRETS.extend(fresh)
+    _LOG_SECRETS.sort(key=len, reverse=True)
+
+
+def log_step_metrics(step: int, logs: dict[str, Any]) -> None:
+    """TRL's per-step dictionary, as one JSON line of the run's log file."""
+    logger = logging.getLogger(STEP_LOG)
+    if logger.handlers or logger.propagate:
+        logger.info("step %d %s", step, json.dumps({k: v for k, v in logs.items() if k != "total_flos"}, default=str))
+
+
+# --- the method's own key signal -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Signal:
+    """One number of the progress line: ``metric`` (a name, or a prefix ending in ``*``: the highest-numbered of the
+    metrics it matches, e.g. the guided accuracy after the last attempt) shown as ``label value``."""
+
+    label: str
+    metric: str
+    digits: int = 2
+
+    def value(self, latest: dict[str, Any]) -> float | None:
+        if not self.metric.endswith("*"):
+            found = latest.get(self.metric)
+            return found if isinstance(found, int | float) else None
+        prefix = self.metric[:-1]
+        matches = [key for key in latest if key.startswith(prefix)]
+        if not matches:
+            return None
+        last = max(matches, key=lambda key: _number_in(key.removeprefix(prefix)))
+        return latest[last] if isinstance(latest[last], int | float) else None
+
+
+def _number_in(text: str) -> int:
+    digits = "".join(ch for ch in text if ch.isdigit())
+    return int(digits) if digits else -1
+
+
+# A metric-name prefix that identifies a method's telemetry -> what the progress line shows for it. The names are
+# those the methods log (socraticpo/*, entropy_mask/*, sampler/* of the Goldilocks sampler, self_distillation/* of
+# SDPO and VPD, socratic_rl/*); a prefix not logged by a run shows nothing.
+METHOD_SIGNALS: dict[str, tuple[Signal, ...]] = {
+    "socraticpo/": (
+        Signal("unassisted", "socraticpo/unassisted_acc"),
+        Signal("guided", "socraticpo/guided_acc/step*"),
+        Signal("attempts", "socraticpo/attempts_per_rollout", 1),
+    ),
+    "entropy_mask/": (Signal("kept", "entropy_mask/kept_fraction"),),
+    "sampler/updates": (Signal("zero-var", "sampler/zero_variance_share"),),  # the Goldilocks sampler's counter
+    "self_distillation/": (Signal("margin", "self_distillation/reward_margin", 3),),
+    "socratic_rl/": (Signal("|V|", "socratic_rl/active", 0), Signal("utility", "socratic_rl/utility_mean", 3)),
+}
+
+
+def _format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    seconds = int(seconds + 0.5)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class ProgressDisplay:
+    """The run's progress line. ``observe`` takes every metrics dict the run records (TRL's logs, the sampler's,
+    the evaluations); ``start`` / ``advance`` / ``close`` follow the optimizer steps."""
+
+    def __init__(
+        self,
+        objective: str = "eval/greedy_acc",
+        *,
+        stream: IO[str] | None = None,
+        console: bool = True,
+        live: bool | None = None,
+        verbose: bool = False,
+        name: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.objective = objective
+        self.name = name
+        self.stream = stream if stream is not None else sys.stderr
+        self.console = console
+        self.live = console and not verbose and (live if live is not None else _is_terminal(self.stream))
+        self.clock = clock
+        route(STEP_LOG, to_console=False)  # verbose: TRL's own printing is kept (run.py)
+        route(PROGRESS_LOG, to_console=console and not self.live)
+        route(EVAL_LOG, to_console=console)
+        self.latest: dict[str, Any] = {}
+        self.rewards: collections.deque[float] = collections.deque(maxlen=REWARD_WINDOW)
+        self.held_out: tuple[int, float] | None = None
+        self.signals: list[Signal] = []
+        self._seen: set[str] = set()
+        self.total = 0
+        self.first_step = 0
+        self.step = 0
+        self.started: float | None = None
+        self.next_line = 0
+        self._bar: Any = None
+        self._redirect: Any = None
+        self._dirty = False
+        self._line_due = False
+
+    # --- inputs -----------------------------------------------------------------------------------------------
+    def observe(self, step: int, metrics: dict[str, Any]) -> None:
+        """A metrics dict as the run records it (once per logging step, evaluation, sampler report)."""
+        reward = metrics.get("reward")
+        if isinstance(reward, int | float):
+            self.rewards.append(float(reward))
+        held_out = metrics.get(self.objective)
+        if isinstance(held_out, int | float):
+            self.held_out = (step, float(held_out))
+            logging.getLogger(EVAL_LOG).info(evaluation_line(step, metrics, self.objective))
+        if not self._seen.issuperset(metrics):  # a metric name not seen before may bring a method's signal
+            self._find_signals(metrics.keys() - self._seen)
+            self._seen.update(metrics)
+        self.latest.update(metrics)
+        self._dirty = True
+
+    def _find_signals(self, metrics: Iterable[str]) -> None:
+        for prefix, signals in METHOD_SIGNALS.items():
+            if any(key.startswith(prefix) for key in metrics):
+                self.signals += [s for s in signals if s not in self.signals]
+
+    def start(self, total: int, step: int = 0) -> None:
+        """Training begins (``step`` > 0 when resumed)."""
+        self.total, self.first_step, self.step = total, step, step
+        self.started = self.clock()
+        self.next_line = step + self._line_every()
+        if self.live:
+            from tqdm.auto import tqdm
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            self._redirect = logging_redirect_tqdm()  # log lines print above the bar, not through it
+            self._redirect.__enter__()
+            self._bar = tqdm(
+                total=total,
+                initial=step,
+                file=self.stream,
+                dynamic_ncols=True,
+                mininterval=0.5,
+                bar_format=(f"{self.name}: " if self.name else "")
+                + "{n_fmt}/{total_fmt} steps [{elapsed}<{remaining}]{postfix}",  # tqdm puts ", " before the postfix
+            )
+        resumed = f" (resumed at step {step})" if step else ""
+        logging.getLogger(PROGRESS_LOG).info("%s: %d steps%s", self.name or "training", total, resumed)
+
+    def advance(self, step: int) -> None:
+        """An optimizer step ended (``step`` = the trainer's global step)."""
+        if self.started is None:
+            return
+        moved, self.step = step - self.step, step
+        if self._bar is not None:
+            if self._dirty:
+                self._bar.set_postfix_str(self.status(), refresh=False)
+                self._dirty = False
+            self._bar.update(moved)
+        if step >= self.next_line:  # printed once the step's logs are in (``flush``)
+            self.next_line = step + self._line_every()
+            self._line_due = True
+
+    def flush(self) -> None:
+        """The plain progress line, when one is due (called after the trainer's logs of a step, and before the
+        next step begins when the step logged nothing)."""
+        if self._bar is not None and self._dirty:  # the step's own numbers, now that its logs are in
+            self._bar.set_postfix_str(self.status(), refresh=True)
+            self._dirty = False
+        if self._line_due:
+            self._line_due = False
+            logging.getLogger(PROGRESS_LOG).info(self.line())
+
+    def close(self) -> None:
+        self.flush()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._redirect is not None:
+            self._redirect.__exit__(None, None, None)
+            self._redirect = None
+        self.started = None
+
+    # --- output -----------------------------------------------------------------------------------------------
+    def _line_every(self) -> int:
+        return max(1, math.ceil(self.total / PLAIN_LINES))
+
+    def status(self) -> str:
+        """The numbers after the step count: reward, the method's signal, the held-out score."""
+        parts = []
+        if self.rewards:
+            parts.append(f"reward {sum(self.rewards) / len(self.rewards):.2f}")
+        for signal in self.signals:
+            value = signal.value(self.latest)
+            if value is not None:
+                parts.append(f"{signal.label} {value:.{signal.digits}f}")
+        if self.held_out is not None:
+            step, value = self.held_out
+            parts.append(f"{self.objective.removeprefix('eval/')} {value:.3f} (step {step})")
+        return " | ".join(parts)
+
+    def line(self) -> str:
+        """The plain progress line: ``step 40/150 | 1:02 elapsed, 2:51 left | reward 0.62 | ...``."""
+        elapsed = self.clock() - (self.started or self.clock())
+        done = self.step - self.first_step
+        left = elapsed / done * (self.total - self.step) if done > 0 else math.inf
+        head = f"{self.name} " if self.name else ""
+        head += f"step {self.step}/{self.total} | {_format_duration(elapsed)} elapsed, {_format_duration(left)} left"
+        status = self.status()
+        return f"{head} | {status}" if status else head
+
+
+def evaluation_line(step: int, metrics: dict[str, Any], objective: str) -> str:
+    """``held-out at step 50: greedy_acc 0.550, sampled_acc 0.431, pass@4 0.712``: the objective first, then the
+    other top-level evaluation metrics (difficulty buckets and teacher counters are in metrics.jsonl)."""
+    keys = [objective] + [k for k in metrics if k.startswith("eval/") and k.count("/") == 1 and k != objective]
+    shown = ", ".join(f"{k.removeprefix('eval/')} {metrics[k]:.3f}" for k in keys if _is_number(metrics.get(k)))
+    return f"held-out at step {step}: {shown}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

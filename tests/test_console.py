@@ -1,0 +1,196 @@
+"""The console: the progress line's numbers, the method signals by metric name, the dependency-noise filter."""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+
+import pytest
+
+from socratic_exp import console
+from socratic_exp.console import EVAL_LOG, PROGRESS_LOG, ProgressDisplay, Signal, evaluation_line
+
+SOCRATICPO = {
+    "socraticpo/unassisted_acc": 0.5,
+    "socraticpo/guided_acc/step1": 0.5,
+    "socraticpo/guided_acc/step3": 0.75,
+    "socraticpo/guided_acc/step2": 0.6,
+    "socraticpo/attempts_per_rollout": 1.75,
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def plain(caplog):
+    """A display writing plain lines (not a terminal), with a clock the test moves."""
+    caplog.set_level(logging.INFO)
+    clock = Clock()
+    display = ProgressDisplay("eval/greedy_acc", stream=io.StringIO(), live=False, clock=clock)
+    for name in (PROGRESS_LOG, EVAL_LOG):  # caplog listens on the root logger
+        logging.getLogger(name).propagate = True
+    return display, clock, caplog
+
+
+def _lines(caplog, name: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == name]
+
+
+def test_plain_lines_every_tenth_with_time_left_reward_mean_signal_and_held_out(plain):
+    display, clock, caplog = plain
+    display.observe(0, {"eval/greedy_acc": 0.25, "eval/no_answer": 0.5, "eval/greedy_acc/d1": 0.9})
+    display.start(20)
+    for step in range(1, 21):
+        clock.now += 3.0  # 3 s a step
+        display.advance(step)
+        display.observe(step, {"reward": step / 10, **SOCRATICPO})
+        display.flush()
+    lines = _lines(caplog, PROGRESS_LOG)
+    assert lines[0] == "training: 20 steps"
+    assert len(lines) == 11  # a line every 2 steps (a tenth of 20)
+    # step 4: 12 s elapsed, 16 steps left at 3 s; reward mean of 0.1..0.4 = 0.25; guided = the last attempt's
+    assert lines[2] == (
+        "step 4/20 | 0:12 elapsed, 0:48 left | reward 0.25 | unassisted 0.50 | guided 0.75 | attempts 1.8 | "
+        "greedy_acc 0.250 (step 0)"
+    )
+    # the reward's moving mean covers the last 10 logs: 1.1 .. 2.0 -> 1.55
+    assert lines[-1].startswith("step 20/20 | 1:00 elapsed, 0:00 left | reward 1.55 |")
+    assert _lines(caplog, EVAL_LOG) == ["held-out at step 0: greedy_acc 0.250, no_answer 0.500"]
+
+
+def test_a_resumed_run_counts_time_left_from_its_own_steps(plain):
+    display, clock, caplog = plain
+    display.start(100, step=50)
+    clock.now += 50.0
+    display.advance(60)
+    display.flush()
+    assert _lines(caplog, PROGRESS_LOG)[-1] == "step 60/100 | 0:50 elapsed, 3:20 left"
+    assert _lines(caplog, PROGRESS_LOG)[0] == "training: 100 steps (resumed at step 50)"
+
+
+def test_a_named_display_says_what_it_counts(plain):
+    display, clock, caplog = plain
+    display.name = "warm-start"
+    display.start(10)
+    clock.now += 5.0
+    display.advance(1)
+    display.flush()
+    assert _lines(caplog, PROGRESS_LOG) == ["warm-start: 10 steps", "warm-start step 1/10 | 0:05 elapsed, 0:45 left"]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "shown"),
+    [
+        ({"entropy_mask/kept_fraction": 0.2, "entropy_mask/entropy_p80": 1.3}, "kept 0.20"),
+        ({"sampler/updates": 3.0, "sampler/zero_variance_share": 0.375}, "zero-var 0.38"),
+        ({"self_distillation/reward_margin": 0.0123, "vpd/beta": 0.1}, "margin 0.012"),
+        ({"socratic_rl/active": 4, "socratic_rl/utility_mean": -0.0625}, "|V| 4 | utility -0.062"),
+        ({"sampler/zero_variance_share": 0.5}, ""),  # a uniform sampler: not the Goldilocks signal
+        ({"loss": 1.0}, ""),
+    ],
+)
+def test_each_method_shows_its_own_signal(metrics, shown):
+    display = ProgressDisplay(stream=io.StringIO(), live=False)
+    display.observe(1, metrics)
+    assert display.status() == shown
+
+
+def test_a_signal_pattern_takes_the_highest_numbered_metric():
+    signal = Signal("guided", "socraticpo/guided_acc/step*")
+    latest = {
+        "socraticpo/guided_acc/step2": 0.6,
+        "socraticpo/guided_acc/step10": 0.9,
+        "socraticpo/guided_acc/step9": 0.1,
+    }
+    assert signal.value(latest) == 0.9
+    assert signal.value({}) is None
+    assert Signal("x", "a/b").value({"a/b": "text"}) is None
+
+
+def test_evaluation_line_puts_the_objective_first_and_skips_buckets_and_counters():
+    metrics = {"eval/greedy_acc": 0.5, "eval/pass@4": 0.75, "eval/objective_x": True, "eval/teacher/requests": 3.0}
+    assert evaluation_line(7, metrics, "eval/pass@4") == "held-out at step 7: pass@4 0.750, greedy_acc 0.500"
+
+
+def test_terminal_display_is_a_single_live_line_without_logging_to_the_console(caplog):
+    stream = io.StringIO()
+    display = ProgressDisplay(stream=stream, live=True)
+    display.start(5)
+    for step in range(1, 6):
+        display.observe(step, {"reward": 1.0})
+        display.advance(step)
+    display.close()
+    assert "5/5 steps" in stream.getvalue() and "reward 1.00" in stream.getvalue()
+    assert logging.getLogger(PROGRESS_LOG).propagate is False  # progress lines: the log file only
+
+
+def test_sweep_jobs_keep_their_lines_off_the_console():
+    display = ProgressDisplay(stream=io.StringIO(), console=False)
+    assert not display.live
+    assert not logging.getLogger(PROGRESS_LOG).propagate and not logging.getLogger(EVAL_LOG).propagate
+
+
+def test_dependency_deprecations_are_filtered_but_ours_and_real_warnings_stay(monkeypatch):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        monkeypatch.setattr(console.filter_dependency_noise, "done", False, raising=False)
+        console.filter_dependency_noise()
+        logging.captureWarnings(False)  # keep them in `caught` rather than the logging system
+        for module, category in [
+            ("transformers.trainer", FutureWarning),
+            ("trl.trainer.grpo_trainer", DeprecationWarning),
+            ("torch.utils.data.dataloader", UserWarning),  # a real warning from a dependency
+            ("socratic_exp.run", DeprecationWarning),  # our own use of a deprecated API
+        ]:
+            warnings.warn_explicit(f"{module} says", category, "x.py", 1, module=module)
+        warnings.warn_explicit(
+            "'pin_memory' argument is set as true but no accelerator is found", UserWarning, "x.py", 2, module="torch"
+        )
+    assert sorted(str(w.message) for w in caught) == ["socratic_exp.run says", "torch.utils.data.dataloader says"]
+
+
+# --- in a run -----------------------------------------------------------------------------------------------------
+def test_log_records_lose_the_secrets_of_the_command_line(caplog):
+    caplog.set_level(logging.INFO)
+    console.redact_logs(["hf_CANARYlog1234"])
+    logging.getLogger("hydra.core").info("#%d : %s", 0, "+x.hub_token=hf_CANARYlog1234 seed=0")
+    assert caplog.records[-1].getMessage() == "#0 : +x.hub_token=<redacted> seed=0"
+
+
+@pytest.mark.parametrize("launcher", ["local", "basic"])
+def test_a_sweep_prints_one_line_per_job_start_and_end_and_no_secret(run_app, launcher):
+    canary = "hf_CANARYsweep1234"
+    proc, outputs = run_app(
+        "-m", f"hydra/launcher={launcher}", "dry_run=true", f"+algorithm.trl_args.hub_token={canary}", "seed=0,1"
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = (proc.stdout + proc.stderr).splitlines()
+    starts = [line for line in lines if "#0 : " in line or "#1 : " in line]
+    assert len(starts) == 2 and "+algorithm.trl_args.hub_token=<redacted> seed=0" in starts[0]
+    if launcher == "local":  # ours also prints each job's end (a dry run writes no summary)
+        assert len([line for line in lines if "] #" in line and " done)" in line]) == 2
+    assert canary not in proc.stdout + proc.stderr
+    assert not [p for p in outputs.rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True])
+def test_trl_dictionaries_stay_off_the_console_unless_verbose(run_app, verbose):
+    proc, outputs = run_app(
+        "debug=quick_warmstart", "logger=none", "algorithm.max_steps=2", "eval.every_steps=0", f"verbose={verbose}"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = proc.stdout + proc.stderr
+    (log_file,) = outputs.glob("*/*/socratic_exp.log")
+    assert ("{'loss':" in shown) is verbose  # TRL's per-step dictionary
+    assert '"loss":' in log_file.read_text()  # always in the log file
+    assert "step 2/2 |" in shown and "held-out at step 2: greedy_acc" in shown
+    assert "eval/greedy_acc" in shown.split("held-out results in")[-1]  # the before/after table stays

@@ -1,0 +1,253 @@
+"""Secrets given on the command line reach no file, and W&B offline runs are valid for ``wandb sync``.
+
+The end-to-end test runs with a canary in each place a user can put a secret (an override of a TRL argument, an
+override of the teacher's request body, the environment variable the teacher reads its key from), interrupts and
+resumes the run, and greps every file of the run folder (Hydra's dumps, summary.json, the log, metrics,
+checkpoints with TRL's pickled training_args.bin, the W&B offline folders) and the console. The W&B offline files
+are read back with W&B's own reader (``wandb leet inspect --json``, wandb-core's reader of the .wandb log), not ours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import read_summary, run_dirs
+from openai_stub import StubServer
+
+from socratic_exp.run_folder import (
+    REDACTED,
+    is_secret_key,
+    redact,
+    redact_overrides,
+    scrub_hydra_files,
+    secret_values,
+)
+
+HUB_CANARY = "hf_CANARYhub7f3a9c7f3a9c"
+BODY_CANARY = "sk-CANARYbody5e1d5e1d"
+ENV_CANARY = "sk-CANARYenv0b2c0b2c0b2c"
+CANARIES = (HUB_CANARY, BODY_CANARY, ENV_CANARY)
+
+
+# --- which keys are secret ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "key",
+    ["hub_token", "+algorithm.trl_args.hub_token", "api_key", "apiKey", "Authorization", "password", "client_secret",
+     "auth_header", "+teacher.extra_body.api_key", "access_key", "credentials", "token"],
+)  # fmt: skip
+def test_secret_looking_keys(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["max_new_tokens", "max_tokens", "forking_tokens", "api_key_env", "teacher.api_key_env", "pad_token",
+     "eos_token_id", "author", "keys", "tokenizer", "monkey", "seed"],
+)  # fmt: skip
+def test_settings_that_only_look_like_secrets_are_kept(key):
+    assert not is_secret_key(key)
+
+
+def test_redact_keeps_counts_of_tokens():
+    config = {"eval": {"max_new_tokens": 64}, "algorithm": {"trl_args": {"hub_token": "hf_x"}}, "token": None}
+    assert redact(config) == {
+        "eval": {"max_new_tokens": 64},
+        "algorithm": {"trl_args": {"hub_token": REDACTED}},
+        "token": None,
+    }
+
+
+def test_secret_values_come_from_secret_keys_and_from_secret_entries_of_dict_values():
+    overrides = [
+        "+algorithm.trl_args.hub_token=hf_abcdef",
+        "seed=1",
+        "+teacher.extra_body={api_key: sk-1234, top_k: 20}",
+        "teacher.api_key_env=MY_KEY",
+        "+x.token=null",
+    ]
+    assert secret_values(overrides) == ["hf_abcdef", "sk-1234"]
+    assert redact_overrides(overrides[:2]) == [f"+algorithm.trl_args.hub_token={REDACTED}", "seed=1"]
+
+
+def test_hydra_dumps_lose_the_secret_everywhere_including_override_dirname(tmp_path):
+    hydra = tmp_path / ".hydra"
+    hydra.mkdir()
+    (hydra / "hydra.yaml").write_text(
+        "hydra:\n  overrides:\n    task:\n    - +algorithm.trl_args.hub_token=hf_abcdef\n"
+        "  job:\n    override_dirname: +algorithm.trl_args.hub_token=hf_abcdef,seed=1\n"
+    )
+    (tmp_path / "multirun.yaml").write_text("hydra:\n  job:\n    override_dirname: x.hub_token=hf_abcdef\n")
+    scrub_hydra_files(tmp_path, ["hf_abcdef"])
+    for path in (hydra / "hydra.yaml", tmp_path / "multirun.yaml"):
+        assert "hf_abcdef" not in path.read_text() and REDACTED in path.read_text()
+    assert "seed=1" in (hydra / "hydra.yaml").read_text()
+
+
+def test_checkpoint_arguments_are_rewritten_without_the_token(tmp_path):
+    import torch
+
+    from socratic_exp.callbacks import scrub_training_args
+
+    args = _Args(output_dir="out", hub_token="hf_abcdef", hub_model_id="me/model")
+    torch.save(args, tmp_path / "training_args.bin")
+    scrub_training_args(args, tmp_path)
+    saved = torch.load(tmp_path / "training_args.bin", weights_only=False)
+    assert saved.hub_token is None and saved.hub_model_id == "me/model" and saved.output_dir == "out"
+    assert args.hub_token == "hf_abcdef"  # the trainer keeps its own (push_to_hub still works)
+    assert b"hf_abcdef" not in _contents(tmp_path / "training_args.bin")
+
+
+@dataclasses.dataclass
+class _Args:
+    output_dir: str
+    hub_token: str | None
+    hub_model_id: str
+
+
+# --- end to end ---------------------------------------------------------------------------------------------------
+def _contents(path: Path) -> bytes:
+    """A file's bytes, and for a zip (torch.save's format) its members' bytes too."""
+    data = path.read_bytes()
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            data += b"".join(archive.read(name) for name in archive.namelist())
+    return data
+
+
+def _leaks(paths: list[Path], texts: list[str]) -> list[str]:
+    found = []
+    for root in paths:
+        for path in [root] if root.is_file() else root.rglob("*"):
+            if path.is_file():
+                data = _contents(path)
+                found += [f"{canary} in {path}" for canary in CANARIES if canary.encode() in data]
+    found += [f"{canary} in the console" for canary in CANARIES for text in texts if canary in text]
+    return found
+
+
+def _records(wandb_file: Path) -> list[dict]:
+    """The records of a .wandb transaction log, as W&B's own reader prints them."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(wandb_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "WANDB_MODE": "offline"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip().startswith("{")]
+
+
+def _history(records: list[dict]) -> list[dict]:
+    return [r["history"]["item"] for r in records if r.get("type") == "history"]
+
+
+@pytest.fixture(scope="module")
+def canary_run(tmp_path_factory, cache_dir):
+    """A run with a canary in each place, interrupted after its step-2 checkpoint and resumed (resume=auto)."""
+    root = tmp_path_factory.mktemp("canary")
+    env = {
+        **os.environ,
+        "SOCRATIC_EXP_OUTPUTS": str(root / "outputs"),
+        "SOCRATIC_EXP_CACHE": str(cache_dir),
+        "WANDB_MODE": "offline",
+        "HYDRA_FULL_ERROR": "0",
+        "SX_CANARY_KEY": ENV_CANARY,
+    }
+    with StubServer(api_key=ENV_CANARY) as server:
+        overrides = [
+            "debug=quick_warmstart",
+            "logger=wandb",
+            "algorithm.log_completions=true",
+            "teacher=blackbox",
+            f"teacher.model={server.model}",
+            f"teacher.base_url={server.url}",
+            "teacher.api_key_env=SX_CANARY_KEY",
+            f"teacher.cache_dir={root / 'teacher-cache'}",
+            f"+teacher.extra_body.api_key={BODY_CANARY}",
+            f"+algorithm.trl_args.hub_token={HUB_CANARY}",
+        ]
+
+        def run(*extra: str) -> subprocess.CompletedProcess:
+            command = [sys.executable, "-m", "socratic_exp", *overrides, *extra]
+            return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+
+        first = run()
+        assert first.returncode == 0, first.stderr[-3000:]
+        (run_dir,) = run_dirs(root / "outputs")
+        first_offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+        position = json.loads((run_dir / "checkpoints" / "checkpoint-2" / "tracker_position.json").read_text())
+        # an interruption after the step-2 checkpoint: the run goes on from there
+        shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
+        shutil.rmtree(run_dir / "checkpoints" / "final")
+        summary = read_summary(run_dir)
+        summary["status"] = "running"
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        second = run("resume=auto")
+        assert second.returncode == 0, second.stderr[-3000:]
+        assert server.requests > 0
+    return {"run_dir": run_dir, "procs": [first, second], "first_offline": first_offline, "position": position}
+
+
+@pytest.mark.slow
+def test_no_canary_reaches_any_file_or_the_console(canary_run):
+    run_dir, procs = canary_run["run_dir"], canary_run["procs"]
+    assert (run_dir / ".hydra" / "hydra.yaml").is_file() and list(run_dir.rglob("training_args.bin"))
+    texts = [p.stdout + p.stderr for p in procs]
+    assert _leaks([run_dir], texts) == []
+    summary = read_summary(run_dir)
+    assert summary["config"]["algorithm"]["trl_args"]["hub_token"] == REDACTED
+    assert summary["config"]["teacher"]["extra_body"]["api_key"] == REDACTED
+    assert summary["config"]["eval"]["max_new_tokens"] == 64  # a count of tokens is not a secret
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_reads_back_with_metrics_config_and_tables(canary_run):
+    (first,) = canary_run["first_offline"]
+    records = _records(next(first.glob("run-*.wandb")))
+    history = _history(records)
+    assert any("train/reward" in row and "train/loss" in row for row in history)  # TRL's metrics
+    assert any("eval/greedy_acc" in row for row in history)  # ours
+    # tables: history cells of type table-file whose JSON sits in the offline folder (what sync uploads)
+    tables = {
+        key.removesuffix("._type"): row[key.replace("._type", ".path")]
+        for row in history
+        for key, value in row.items()
+        if key.endswith("._type") and value == "table-file"
+    }
+    assert {"teacher_guidance", "completions"} <= set(tables)
+    assert all((first / "files" / path).is_file() for path in tables.values())
+    # the config: ours (redacted) in the run record, TRL's training arguments (masked by transformers) after it
+    (run,) = [r["run"] for r in records if r.get("type") == "run"]
+    ours = run["config"]["update"]
+    assert ours["teacher"]["extra_body"] == {"api_key": REDACTED} and ours["eval"]["max_new_tokens"] == 64
+    assert ours["algorithm"]["trl_args"] == {"hub_token": REDACTED}
+    trl = {k: v for r in records if r.get("type") == "config" for k, v in r["config"]["update"].items()}
+    assert trl["hub_token"] == "<HUB_TOKEN>" and "learning_rate" in trl
+    every_record = json.dumps(records)
+    assert not [canary for canary in CANARIES if canary in every_record]
+
+
+@pytest.mark.slow
+def test_a_resumed_offline_run_continues_the_same_run_without_duplicated_steps(canary_run):
+    run_dir, position = canary_run["run_dir"], canary_run["position"]["position"]
+    folders = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(folders) == 2 and folders[0] == canary_run["first_offline"][0]
+    run_id = read_summary(run_dir)["wandb_run_id"]
+    assert all(folder.name.endswith(run_id) for folder in folders)
+    first, second = (_records(next(folder.glob("run-*.wandb"))) for folder in folders)
+    (start,) = [r["run"] for r in second if r.get("type") == "run"]
+    assert start["run_id"] == run_id and start["branch_point"] == {"metric": "_step", "run": run_id, "value": position}
+    kept = [row for row in _history(first) if row["_step"] <= position]
+    resumed = _history(second)
+    assert min(row["_step"] for row in resumed) == position + 1  # W&B's steps go on from the checkpoint's
+    trained = [row["train/global_step"] for row in kept + resumed if "train/loss" in row]
+    assert trained == [1, 2, 3, 4]  # each training step once, in order
