@@ -25,6 +25,7 @@ TOP_LEVEL_HELP = {
     "dry_run": "validate the composed config, then exit before anything heavy is imported",
     "objective": "the final metric returned to Hydra sweepers (e.g. Optuna)",
     "save_final_model": "save the final weights (the best ones after a collapse stop) to checkpoints/final",
+    "verbose": "true: TRL's progress bar and per-step metric dictionaries on the console (always in the log file)",
 }
 # top-level blocks without a _target_ that an option class still describes
 SECTIONS = {"eval": "socratic_exp.evaluation.EvalSettings"}

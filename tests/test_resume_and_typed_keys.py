@@ -34,11 +34,16 @@ def test_typed_key_follows_interpolations_through_chains_and_oc_select():
 
 def test_an_interpolated_seed_is_reported_under_seed():
     cfg = compose("teacher=rule", "seed=1.5")
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigError) as caught:  # the run's seed is checked before the options that get it
         build_components(cfg, {})
-    assert caught.value.key == "teacher.seed"
-    typed = as_typed(caught.value, cfg)
-    assert str(typed) == "seed=1.5: expected int (passed on to teacher.seed)"
+    assert caught.value.key == "seed"
+
+
+def test_an_error_on_an_interpolated_value_moves_to_the_typed_key():
+    cfg = compose("teacher=rule", "seed=7")
+    err = ConfigError("teacher.seed", 7, "must be < 5", "set teacher.seed=<a value < 5>")
+    typed = as_typed(err, cfg)
+    assert str(typed) == "seed=7: must be < 5 (passed on to teacher.seed) (fix: set seed=<a value < 5>)"
     assert typed.key == "seed"
 
 
