@@ -92,7 +92,9 @@ class KLDistiller(TRLDistiller):
             teacher_prompt_template="{privileged_context}\n{prompt}",
             chat_template_kwargs=student.chat_template_kwargs or None,
         )
-        trainer = _trainer_class()(
+        from socratic_exp.distillers.kl_trainer import ViewpointSDFTTrainer
+
+        trainer = ViewpointSDFTTrainer(
             model=student.model,
             args=args,
             train_dataset=Dataset.from_list(rows),
@@ -101,22 +103,6 @@ class KLDistiller(TRLDistiller):
         )
         metrics = run_phase(trainer, "distill")
         return metrics | {"distill/kl_before": kl_before, "distill/kl_after": context_kl(student, teacher.model, probe)}
-
-
-def _trainer_class() -> type:
-    from trl.experimental.sdft import SDFTTrainer
-
-    class ViewpointSDFTTrainer(SDFTTrainer):
-        """SDFT with the given frozen teacher (the current student) instead of one reloaded from the model's path."""
-
-        def __init__(self, *args: Any, frozen_teacher: Any, **kwargs: Any):
-            self._frozen_teacher = frozen_teacher
-            super().__init__(*args, **kwargs)
-
-        def _setup_teacher_model(self) -> None:
-            self.teacher_model = self._frozen_teacher
-
-    return ViewpointSDFTTrainer
 
 
 def context_kl(student: Student, teacher_model: Any, examples: list[tuple[Context, str, str]]) -> float:
