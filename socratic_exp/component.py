@@ -34,11 +34,6 @@ def setting(
     )
 
 
-def field_help(cls: type, name: str) -> str:
-    """The help text a field was declared with (empty when it has none)."""
-    return next((f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name == name), "")
-
-
 @dataclasses.dataclass(kw_only=True)
 class Component:
     """A config option: ``config_group`` names the config group, so errors read ``algorithm.beta=-1: ...``."""

@@ -138,7 +138,10 @@ def redact_logs(secrets: list[str]) -> None:
 
         def redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = make_record(*args, **kwargs)
-            message = record.getMessage()
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):  # a malformed format: the handler reports it, as without this factory
+                return record
             if any(secret in message for secret in _LOG_SECRETS):
                 from socratic_exp.run_folder import REDACTED
 

@@ -55,7 +55,7 @@ def _numbered(records: list[dict[str, Any]], prefix: str) -> list[str]:
     return sorted(names, key=lambda key: int(key[len(prefix) :]))
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,7 +81,7 @@ def plot_socraticpo(records: list[dict[str, Any]], path: Path) -> Path | None:
     rates = _numbered(records, "socraticpo/correction_rate/step")
     if not rates:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, (bars, over_time, guided) = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
     means = [sum(series(records, m)[1]) / max(1, len(series(records, m)[1])) for m in rates]
     attempts = [int(m.rsplit("step", 1)[1]) for m in rates]
@@ -107,7 +107,7 @@ def plot_entropy_mask(records: list[dict[str, Any]], rho: float | None, path: Pa
     if not quantiles:
         return None
     logged = [r for r in records if all(isinstance(r.get(k), int | float) for _, k in quantiles)]
-    plt = _pyplot()
+    plt = pyplot()
     fig, (dist, over_time) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for record, style in ((logged[0], ":"), (logged[-1], "-")) if logged else ():
         dist.plot([q for q, _ in quantiles], [record[k] for _, k in quantiles], style, marker="o",
@@ -132,7 +132,7 @@ def plot_goldilocks(records: list[dict[str, Any]], path: Path) -> Path | None:
     pairs = [(p, q, s) for p, q, s in predicted if isinstance(p, int | float) and isinstance(q, int | float)]
     if not pairs:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, (scatter, over_time) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     points = scatter.scatter([p for p, _, _ in pairs], [q for _, q, _ in pairs], c=[s for _, _, s in pairs], s=14)
     top = max(max(p, q) for p, q, _ in pairs) or 1.0
@@ -154,7 +154,7 @@ def plot_prefixed(records: list[dict[str, Any]], prefix: str, title: str, path: 
     names = [n for n in names if series(records, n)[0]]
     if not names:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     columns = min(4, len(names))
     rows = -(-len(names) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.8 * rows), squeeze=False, constrained_layout=True)
@@ -176,7 +176,7 @@ def plot_viewpoints(records: list[dict[str, Any]], path: Path) -> Path | None:
     viewpoints' measured utility (mean with min-max band) at each probe."""
     if not series(records, "socratic_rl/kb_size")[0] and not series(records, "socratic_rl/active")[0]:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, (counts, utility) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     _lines(counts, records, ["socratic_rl/active", "socratic_rl/kb_queued", "socratic_rl/kb_retired",
                              "socratic_rl/kb_distilled", "socratic_rl/kb_size"], "viewpoints |V| over training",

@@ -235,7 +235,9 @@ def plot_curves(variants: Sequence[Variant], curves: Sequence[str], path: Path) 
     plotted = [m for m in curves if any(m in r for v in variants for run in v.runs for r in run.records)]
     if not plotted:
         return None
-    plt = _pyplot()
+    from socratic_exp.plots import pyplot
+
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(plotted), figsize=(5.5 * len(plotted), 4), squeeze=False)
     for ax, metric in zip(axes[0], plotted, strict=True):
         for index, variant in enumerate(v for v in variants if v.runs):
@@ -261,7 +263,9 @@ def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path)
     shown = [m for m in metrics if any(v.values(m) for v in variants)]
     if not shown:
         return None
-    plt = _pyplot()
+    from socratic_exp.plots import pyplot
+
+    plt = pyplot()
     columns = min(3, len(shown))
     rows = math.ceil(len(shown) / columns)
     height = 0.8 + 0.35 * len(variants)
@@ -283,15 +287,6 @@ def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 @dataclass

@@ -308,15 +308,14 @@ def _line(text: str, key: str) -> str:
 
 def test_help_shows_each_keys_help_and_bounds_without_heavy_imports():
     from socratic_exp.algorithms.grpo.config import GRPO
-    from socratic_exp.component import field_help
     from socratic_exp.models.tiny import TinyModel
 
     text = _help("algorithm=grpo", "teacher=llm")
     assert "HEAVY: []" in text
     line = _line(text, "max_completion_length")
     assert line.startswith("  max_completion_length: 48 ")
-    assert line.endswith(f"# {field_help(GRPO, 'max_completion_length')} [>= 1]")
-    assert _line(text, "warmstart_lr").endswith(f"# {field_help(TinyModel, 'warmstart_lr')} [> 0.0]")
+    assert line.endswith(f"# {_field_help(GRPO, 'max_completion_length')} [>= 1]")
+    assert _line(text, "warmstart_lr").endswith(f"# {_field_help(TinyModel, 'warmstart_lr')} [> 0.0]")
     assert "# the run's seed" in _line(text, "seed")
     assert "meta_margin: 0.02" in text  # the chosen teacher's keys, not the default's
     assert "algorithm: entropy_masked, grpo" in text  # Hydra's list of options is still there
@@ -336,3 +335,7 @@ def test_help_lists_every_key_of_the_composed_config():
         for line in annotated_config(root).splitlines()
         if ":" in line and "#" not in line and not line.startswith("    ")
     ]
+
+
+def _field_help(cls: type, name: str) -> str:
+    return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)

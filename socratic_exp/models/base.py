@@ -40,8 +40,21 @@ def frozen_copy(model: Any) -> Any:
     ``create_reference_model`` uses, keeps sharing memory-mapped weights loaded from safetensors, so the "reference"
     would follow every update.)"""
     import copy
+    import functools
 
     frozen = copy.deepcopy(model)
     for tensor in [*frozen.parameters(), *frozen.buffers()]:
         tensor.data = tensor.data.clone()
+    fused = vars(frozen).pop("forward", None)
+    if fused is not None:
+        # TRL's fused LM head (``add_fused_lm_head``) patches ``model.forward``; the copy's fused path scores the copy,
+        # but its plain path calls the *source's* original forward, captured in TRL's closure. Plain calls go to the
+        # copy's own class forward instead.
+        plain = frozen.forward
+
+        @functools.wraps(plain)  # generation validates its kwargs against this signature
+        def forward(*args: Any, fused_lm_head: bool = False, **kwargs: Any) -> Any:
+            return fused(*args, fused_lm_head=True, **kwargs) if fused_lm_head else plain(*args, **kwargs)
+
+        frozen.forward = forward
     return frozen.eval().requires_grad_(False)

@@ -24,7 +24,6 @@ from typing import Literal
 from socratic_exp.tasks import expressions as ex
 
 ErrorClass = Literal["precedence", "parentheses", "slip", "copy", "no_answer", "format"]
-ERROR_CLASSES: tuple[ErrorClass, ...] = ("precedence", "parentheses", "slip", "copy", "no_answer", "format")
 
 _STEP = re.compile(r"^\s*(-?\d{1,12})\s*([-+*])\s*(-?\d{1,12})\s*=\s*(-?\d{1,24})\s*$")
 _ANSWER = re.compile(r"^\s*A:\s*(-?\d{1,40})?\s*$")

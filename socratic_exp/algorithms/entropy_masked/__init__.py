@@ -1,8 +1,8 @@
 """High-entropy token masking ("Beyond the 80/20 Rule", arXiv 2506.01939) as a piece any GRPO-based algorithm uses.
 
 ``config.py``: the settings (``EntropyMask``) and ``algorithm=entropy_masked``; ``mask.py``: the maths (pure: kept
-count, selection, token weights per normalisation and loss type); ``trainer.py``: the TRL mixin (``EntropyMaskMixin``,
-``with_entropy_mask``) and ``EntropyMaskedTrainer``.
+count, selection, token weights per normalisation and loss type); ``trainer.py``: the TRL mixin
+(``EntropyMaskMixin``) and ``EntropyMaskedTrainer``.
 
 The policy-gradient term of the loss keeps a share ``rho`` of the completion tokens, ranked by their entropy over the
 whole batch (Section 5, Eq. 5), gathered across processes: ``mode=top`` keeps the highest-entropy ("forking") tokens,
@@ -46,10 +46,9 @@ Deviations from the paper and the official code: the README's section.
 1. Settings: give the option a field ``entropy_mask: EntropyMask | None = None`` (YAML ``entropy_mask: null``).
    Components build a nested block from its dict and check it: ``algorithm.entropy_mask={rho:0.2,mode:top}`` on
    the command line; errors read ``algorithm.entropy_mask.rho=...``.
-2. Trainer: put the mixin before TRL's trainer, ``class MyTrainer(EntropyMaskMixin, GRPOTrainer)`` (or
-   ``with_entropy_mask(GRPOTrainer)``, both in ``trainer.py``), and construct it with
-   ``entropy_mask=<settings or None>`` and
-   ``metrics_sink=ctx.sink``. With ``None`` it changes nothing.
+2. Trainer: put the mixin (``trainer.py``) before TRL's trainer, ``class MyTrainer(EntropyMaskMixin, GRPOTrainer)``,
+   and construct it with ``entropy_mask=<settings or None>`` and ``metrics_sink=ctx.sink``. With ``None`` it changes
+   nothing.
 3. The mask acts on TRL's token mask (``completion_mask`` times ``tool_mask``): tokens outside it, such as teacher
    turns, are neither counted nor kept, so only the student's tokens compete for the rho share. Overriding the
    rollout or the advantages is fine (the mixin ranks what ``_prepare_inputs`` returns, after every override of

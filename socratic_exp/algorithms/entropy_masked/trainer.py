@@ -40,11 +40,6 @@ FORWARD_KEYS = (
 )
 
 
-def with_entropy_mask(base: type) -> type:
-    """``base`` (TRL's GRPOTrainer or a subclass) with the mask in front."""
-    return type(f"EntropyMasked{base.__name__}", (EntropyMaskMixin, base), {})
-
-
 class EntropyMaskMixin:
     """The masked policy loss and its analysis, for a ``trl.GRPOTrainer`` subclass (see the package docstring)."""
 

@@ -14,7 +14,7 @@ rollout code all live on ``GRPOTrainer``. The feedback context is built here rat
 after the rollout.
 
 **Departures from TRL's SDPO (settings keep TRL's defaults unless said).** Feedback sources beyond TRL's two
-(``teacher``); completion-style templates (``context_style=plain``, see the helper module); ``teacher_weights``:
+(``teacher``); completion-style templates (``context_style=plain``, see ``contexts.py``); ``teacher_weights``:
 ``shared`` (TRL's ``live``) or ``copy``, which ``ema_update_rate`` moves toward the student after every step (TRL's
 ``ema``; 0 keeps the initial student, TRL's ``base``); ``loss_aggregation=token_mean`` (the official code's) next to
 TRL's per-sequence mean; ``topk`` capped at the vocabulary; the hybrid baselines of the VPD paper's Appendix B:

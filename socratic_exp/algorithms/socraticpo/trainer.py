@@ -75,13 +75,10 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
         self._local = slice(0)
         self.ref_policy = None  # the initial policy, for the KL folded into the returns (REINFORCE++)
         if socratic.reward_kl_coef > 0:
-            from trl.trainer.utils import add_fused_lm_head
-
             from socratic_exp.models.base import frozen_copy
 
+            # a copy of the student as TRL patched it: its fused LM head scores the copy's own weights
             self.ref_policy = frozen_copy(self.accelerator.unwrap_model(self.model))
-            # TRL computes log-probabilities through its fused LM head; the copy needs the same patch
-            add_fused_lm_head(self.ref_policy, temperature=self.temperature)
 
     # --- rollout ------------------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:

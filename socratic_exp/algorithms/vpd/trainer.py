@@ -40,7 +40,8 @@ adds a frozen initial student.
 
 Logged at each E-step: ``vpd/beta``, ``vpd/target_kl`` (KL(q* || prior)), ``vpd/teacher_kl_before`` / ``after``
 (the teacher's support KL to the prior), ``vpd/e_step_loss``, ``vpd/backtracks``, ``vpd/rejected``,
-``vpd/teacher_entropy`` (after the update: the teacher's entropy across E-steps), plus SDPO's telemetry every step.
+``vpd/teacher_entropy`` (after the update: the teacher's entropy across E-steps), ``vpd/prior_log_weight_std``
+(the spread of the fixed prior's log-weights; 0 for the dynamic prior), plus SDPO's telemetry every step.
 """
 
 from __future__ import annotations
