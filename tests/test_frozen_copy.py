@@ -27,3 +27,12 @@ def test_a_copy_of_a_trl_patched_model_scores_with_its_own_weights_on_both_paths
     assert torch.equal(copy(input_ids=ids, labels=ids, fused_lm_head=True).log_probs, fused_before)
     assert not torch.allclose(source(input_ids=ids).logits, plain_before)  # the source did move
     assert not any(p.requires_grad for p in copy.parameters())
+
+    copy_of_copy = frozen_copy(copy)  # e.g. a test's perturbed reference: it must score its own weights too
+    with torch.no_grad():
+        for parameter in copy_of_copy.parameters():
+            parameter.add_(1.0)
+    assert not torch.allclose(copy_of_copy(input_ids=ids).logits, plain_before)
+    fused_after = copy_of_copy(input_ids=ids, labels=ids, fused_lm_head=True).log_probs
+    assert not torch.allclose(fused_after, fused_before)
+    assert torch.equal(copy(input_ids=ids).logits, plain_before)  # and the first copy is untouched

@@ -41,20 +41,23 @@ def frozen_copy(model: Any) -> Any:
     would follow every update.)"""
     import copy
     import functools
+    import types
 
     frozen = copy.deepcopy(model)
     for tensor in [*frozen.parameters(), *frozen.buffers()]:
         tensor.data = tensor.data.clone()
-    fused = vars(frozen).pop("forward", None)
-    if fused is not None:
-        # TRL's fused LM head (``add_fused_lm_head``) patches ``model.forward``; the copy's fused path scores the copy,
-        # but its plain path calls the *source's* original forward, captured in TRL's closure. Plain calls go to the
-        # copy's own class forward instead.
-        plain = frozen.forward
+    patched = vars(frozen).get("forward")
+    if isinstance(patched, types.MethodType):
+        # TRL's fused LM head (``add_fused_lm_head``) patches ``model.forward``: its fused path scores ``self`` (the
+        # copy), but its plain path calls the *source's* original forward, captured in TRL's closure. The copy keeps
+        # the fused path and sends plain calls to its own class forward (a method, so copies of copies rebind too).
+        fused_path = patched.__func__
 
-        @functools.wraps(plain)  # generation validates its kwargs against this signature
-        def forward(*args: Any, fused_lm_head: bool = False, **kwargs: Any) -> Any:
-            return fused(*args, fused_lm_head=True, **kwargs) if fused_lm_head else plain(*args, **kwargs)
+        @functools.wraps(type(frozen).forward)  # generation validates its kwargs against this signature
+        def forward(self: Any, *args: Any, fused_lm_head: bool = False, **kwargs: Any) -> Any:
+            if fused_lm_head:
+                return fused_path(self, *args, fused_lm_head=True, **kwargs)
+            return type(self).forward(self, *args, **kwargs)
 
-        frozen.forward = forward
+        frozen.forward = types.MethodType(forward, frozen)
     return frozen.eval().requires_grad_(False)
