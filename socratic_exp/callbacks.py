@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from socratic_exp.console import log_step_metrics
 
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
     from socratic_exp.run_folder import MetricsSink
     from socratic_exp.samplers.base import PromptSampler
     from socratic_exp.teachers.base import Teacher
+
+
+def checkpoint_folder(args: Any, state: Any) -> Path:
+    """The folder of the checkpoint the trainer saves (``on_save``) or loads at ``state.global_step``."""
+    return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
 
 
 class MetricsFileCallback(TrainerCallback):
@@ -79,7 +85,7 @@ class TrackerPositionCallback(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         position = self.logger.position()
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder = checkpoint_folder(args, state)
         if state.is_world_process_zero and position is not None and folder.is_dir():
             (folder / TRACKER_POSITION).write_text(json.dumps({"position": position}))
 
@@ -99,7 +105,7 @@ class SecretFreeArgumentsCallback(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            scrub_training_args(args, Path(args.output_dir) / f"checkpoint-{state.global_step}")
+            scrub_training_args(args, checkpoint_folder(args, state))
 
 
 def scrub_training_args(args: Any, folder: Path) -> None:
@@ -214,7 +220,7 @@ class SamplerStateCallback(TrainerCallback):
 
         from socratic_exp.samplers.base import STATE_FILE
 
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder = checkpoint_folder(args, state)
         if folder.is_dir():
             torch.save(self.sampler.state_dict(), folder / STATE_FILE)
 
@@ -223,6 +229,6 @@ class SamplerStateCallback(TrainerCallback):
 
         from socratic_exp.samplers.base import STATE_FILE
 
-        path = Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE
+        path = checkpoint_folder(args, state) / STATE_FILE
         if state.global_step and path.is_file():
             self.sampler.load_state_dict(torch.load(path, weights_only=True))

@@ -42,7 +42,7 @@ def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> 
     choices = dict(choices or {})
     for key in sorted(OmegaConf.missing_keys(cfg)):  # a mandatory value (???) left unset
         raise ConfigError(key, NO_VALUE, "has no value", f"set it on the command line: {key}=<value>")
-    _check_seed(cfg)  # first: options get it by interpolation (${seed}) and would report it under their own key
+    _check_run_keys(cfg)  # first: options get the seed by interpolation (${seed}) and would report it as their own
     built: dict[str, Any] = {}
     for group in GROUPS:
         node = cfg.get(group)
@@ -107,10 +107,13 @@ def check_compatible(components: Components) -> None:
     algorithm.check_compatible(components)
 
 
-def _check_seed(cfg: DictConfig) -> None:
+def _check_run_keys(cfg: DictConfig) -> None:
+    """The top-level keys that no option's dataclass checks."""
     seed = cfg.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError("seed", seed, "must be an integer >= 0")
+    if not isinstance(cfg.get("verbose", False), bool):
+        raise ConfigError("verbose", cfg.get("verbose"), "must be true or false")
 
 
 def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, task: Task, has_teacher: bool) -> None:

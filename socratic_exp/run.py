@@ -73,8 +73,6 @@ def _run_job(cfg: DictConfig) -> float | None:
         scrub_hydra_files(run_dir, secrets)
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
-        if not isinstance(cfg.get("verbose", False), bool):
-            raise ConfigError("verbose", cfg.get("verbose"), "must be true or false")
         try:
             components = build_components(cfg, choices)
         except ConfigError as err:

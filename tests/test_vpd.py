@@ -443,7 +443,7 @@ def test_the_trust_region_keeps_the_teacher_within_its_bound_of_the_student(vpd_
     assert metrics["teacher_kl_after"] <= bound + 1e-6
     assert metrics["backtracks"] > 0 or metrics["rejected"] == 1.0
     tokens = trainer._token_mask(output)
-    student = trainer._student_sequence_logps(output, tokens, output["completion_ids"].size(1))
+    student = trainer._student_sequence_logps(output, tokens)
     # measured again, independently of the E-step's own bookkeeping (the student's weights are the teacher's here)
     with torch.no_grad():
         prior = torch.zeros(4, 4)
@@ -507,7 +507,7 @@ def test_the_dynamic_anchor_follows_the_student_and_the_fixed_one_does_not(vpd_b
 @pytest.mark.slow
 def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
     """TRL's fused LM head binds the plain forward to the student: a deep copy must still use its own weights."""
-    from socratic_exp.algorithms.sdpo.losses import full_logits
+    from socratic_exp.algorithms.trl_batch import full_logits
     from socratic_exp.models.base import frozen_copy
 
     trainer, output, _, _, _ = vpd_batch

@@ -16,6 +16,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from socratic_exp.algorithms.entropy_masked.config import SELECTION_BATCH_FIX, selection_batch_problem
 from socratic_exp.algorithms.entropy_masked.mask import kept_count, select_top, selection_scores, token_weights
+from socratic_exp.algorithms.trl_batch import loss_mask, sequence_inputs
 from socratic_exp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -97,8 +98,7 @@ class EntropyMaskMixin:
         entropies = []
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             for part in slices:
-                input_ids = torch.cat([part["prompt_ids"], part["completion_ids"]], dim=1)
-                attention_mask = torch.cat([part["prompt_mask"], part["completion_mask"]], dim=1)
+                input_ids, attention_mask = sequence_inputs(part)
                 _, entropy, _ = self._get_per_token_logps_and_entropies(
                     self.model,
                     input_ids,
@@ -108,7 +108,7 @@ class EntropyMaskMixin:
                     **{key: part.get(key) for key in FORWARD_KEYS},
                 )
                 entropies.append(entropy)
-        valid = torch.cat([_loss_mask(part) for part in slices]).bool()
+        valid = torch.cat([loss_mask(part) for part in slices]).bool()
         ids = torch.cat([part["completion_ids"] for part in slices])
         weights = self._entropy_weights(torch.cat(entropies), valid, ids)
         for part, part_weights in zip(slices, weights.split([len(p["completion_ids"]) for p in slices]), strict=True):
@@ -230,9 +230,3 @@ class EntropyMaskMixin:
 
 class EntropyMaskedTrainer(EntropyMaskMixin, GRPOTrainer):
     """``algorithm=entropy_masked``: TRL's GRPOTrainer with the entropy mask."""
-
-
-def _loss_mask(inputs: dict[str, Any]) -> torch.Tensor:
-    """TRL's loss mask of a loss call: the completion mask, times the tool mask where there is one."""
-    mask = inputs["completion_mask"]
-    return mask if inputs.get("tool_mask") is None else mask * inputs["tool_mask"]

@@ -38,18 +38,6 @@ def per_token_divergence(
     )
 
 
-def full_logits(model: Any, input_ids: Any, attention_mask: Any, keep: int, temperature: float) -> Any:
-    """Next-token logits of the last ``keep`` positions' tokens, divided by the sampling temperature.
-
-    The class's own forward is called: TRL patches the student's forward with a fused LM head whose plain path is
-    bound to the student, so calling a deep copy's ``forward`` would silently score with the student's weights.
-    """
-    outputs = type(model).forward(
-        model, input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep + 1, use_cache=False
-    )
-    return outputs.logits[:, :-1][:, -keep:].float() / temperature
-
-
 def reshaped_advantages(advantages: Any, delta: Any, tokens: Any, coef: float) -> Any:
     """Advantage reshaping (VPD paper, B.2): A_t = A + coef * delta_t, delta_t = sg(log q - log pi) (zero where the
     rollout has no usable feedback). ``advantages`` (B,), ``delta`` and ``tokens`` (B, T)."""

@@ -51,12 +51,12 @@ from trl.trainer.utils import pad, selective_log_softmax
 
 from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
 from socratic_exp.algorithms.sdpo.losses import (
-    full_logits,
     margin_between,
     per_token_divergence,
     reshaped_advantages,
     reweighted_advantages,
 )
+from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.sdpo.config import SDPO
@@ -195,12 +195,8 @@ class SDPOTrainer(GRPOTrainer):
     def _student_and_teacher_logps(self, output: dict[str, Any]) -> tuple[Any, Any, Any]:
         """Sampled-token log-probabilities of student and teacher and the teacher's entropies (no gradient)."""
         keep = output["completion_ids"].size(1)
+        student = rollout_logps(self, output)
         with torch.no_grad():
-            student = output.get("old_per_token_logps")
-            if student is None:
-                ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-                mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-                student, _ = self._sampled_logps(self.model, ids, mask, keep)
             teacher, entropy = self._sampled_logps(
                 self.teacher_model, output["teacher_input_ids"], output["teacher_attention_mask"], keep
             )
@@ -218,8 +214,7 @@ class SDPOTrainer(GRPOTrainer):
 
     @staticmethod
     def _token_mask(inputs: dict[str, Any]) -> Any:
-        mask = inputs["completion_mask"].float()
-        return mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+        return loss_mask(inputs).float()
 
     # --- loss ---------------------------------------------------------------------------------------------
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
@@ -237,8 +232,7 @@ class SDPOTrainer(GRPOTrainer):
         settings = self.sdpo
         completion_ids = inputs["completion_ids"]
         keep = completion_ids.size(1)
-        input_ids = torch.cat([inputs["prompt_ids"], completion_ids], dim=1)
-        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        input_ids, attention = sequence_inputs(inputs)
         student_logits = (
             model(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep + 1, use_cache=False)
             .logits[:, :-1][:, -keep:]

@@ -7,13 +7,13 @@ unchanged (the entropy mask composes through ``EntropyMaskMixin``, inert with ``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
+from socratic_exp.callbacks import checkpoint_folder
 from socratic_exp.errors import UserError
 
 if TYPE_CHECKING:
@@ -59,9 +59,9 @@ class ViewpointLoopCallback(TrainerCallback):
             self.loop.sink.log(metrics, state.global_step)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        folder = checkpoint_folder(args, state)
         if folder.is_dir():
             self.loop.save(folder)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.loop.restore(Path(args.output_dir) / f"checkpoint-{state.global_step}", state.global_step)
+        self.loop.restore(checkpoint_folder(args, state), state.global_step)

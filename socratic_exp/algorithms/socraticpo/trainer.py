@@ -40,6 +40,7 @@ from socratic_exp.algorithms.socraticpo.rewards import (
     kl_folded_returns,
     normalized_returns,
 )
+from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socraticpo.config import SocraticPO
@@ -104,16 +105,15 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
     def _teacher_student_kl(self, output: dict[str, Any]) -> float:
         """Mean KL(student || teacher) over the student's tokens (the paper's Figure 6), one row at a time so
         that only two vocabulary-sized distributions per row are in memory."""
-        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        mask = (output["completion_mask"] * output.get("tool_mask", 1)).float()
+        input_ids, attention = sequence_inputs(output)
+        mask = loss_mask(output).float()
         keep = output["completion_ids"].size(1)
         total = count = 0.0
         with torch.no_grad():
             for row in range(input_ids.size(0)):
                 ids, att = input_ids[row : row + 1], attention[row : row + 1]
-                student = _logits(self.model, ids, att)[0, -keep - 1 : -1]
-                teacher = _logits(self.kl_teacher, ids, att)[0, -keep - 1 : -1]
+                student = full_logits(self.model, ids, att, keep, 1.0)[0]
+                teacher = full_logits(self.kl_teacher, ids, att, keep, 1.0)[0]
                 log_p, log_q = student.log_softmax(-1), teacher.log_softmax(-1)
                 per_token = (log_p.exp() * (log_p - log_q)).sum(-1)
                 total += float((per_token * mask[row]).sum())
@@ -320,23 +320,12 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
     def _per_token_kl(self, output: dict[str, Any]) -> torch.Tensor:
         """Per-token k1 KL, log pi_old - log pi_ref, of the sampled tokens (REINFORCE++'s estimator, with the policy
         that generated them), zero outside the student's tokens."""
-        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        input_ids, attention = sequence_inputs(output)
         keep = output["completion_ids"].size(1)
+        logps = rollout_logps(self, output)
         with torch.no_grad():
-            logps = output.get("old_per_token_logps")  # TRL computes it only when the step is off-policy
-            if logps is None:
-                logps, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention, keep)
             ref_logps, _, _ = self._get_per_token_logps_and_entropies(self.ref_policy, input_ids, attention, keep)
-        mask = output["completion_mask"] * output.get("tool_mask", 1)
-        return (logps - ref_logps) * mask
-
-
-def _logits(model: Any, input_ids: Any, attention_mask: Any) -> Any:
-    """Full next-token logits, through the LM head directly (TRL patches the student's forward to return fused
-    log-probabilities of the sampled tokens only)."""
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    return model.get_output_embeddings()(hidden).float()
+        return (logps - ref_logps) * loss_mask(output)
 
 
 def _attempt(text: str, verdict: Any) -> Any:

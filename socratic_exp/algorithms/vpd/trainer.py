@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer
+from socratic_exp.algorithms.trl_batch import rollout_logps, sequence_inputs
 from socratic_exp.algorithms.vpd.estep import (
     NOTHING_TO_FIT,
     backtrack_fractions,
@@ -167,24 +168,19 @@ class VPDTrainer(SDPOTrainer):
         keep = output["completion_ids"].size(1)
         rewards = torch.tensor([r.score for r in rollouts], device=tokens.device).view(groups, -1)
         with torch.no_grad():
-            student = self._student_sequence_logps(output, tokens, keep)
+            student = self._student_sequence_logps(output, tokens)
             prior = torch.zeros_like(rewards)
             if self.reference_model is not None:
-                ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-                mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+                ids, mask = sequence_inputs(output)
                 reference, _ = self._sampled_logps(self.reference_model, ids, mask, keep)
                 prior = ((reference * tokens).sum(1) - student).view(groups, -1)
         beta = settings.tilt_beta or solve_beta(rewards, settings.trust_region, prior)
         target, _ = tilted_target(rewards, beta, prior)
         return rewards, student, prior, beta, target
 
-    def _student_sequence_logps(self, output: dict[str, Any], tokens: Any, keep: int) -> Any:
-        student = output.get("old_per_token_logps")
-        if student is None:
-            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-            mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-            student, _ = self._sampled_logps(self.model, ids, mask, keep)
-        return (student * tokens).sum(1)
+    def _student_sequence_logps(self, output: dict[str, Any], tokens: Any) -> Any:
+        """log pi_theta(y | x) of each rollout under the policy that sampled it."""
+        return (rollout_logps(self, output) * tokens).sum(1)
 
     def _teacher_log_ratio(self, output: dict[str, Any], tokens: Any, keep: int, student: Any, groups: int) -> Any:
         """log q_phi(y | x, C) - log pi_theta(y | x) per rollout, as (groups, G), with the teacher's gradient."""
