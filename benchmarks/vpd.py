@@ -174,7 +174,7 @@ def contexts() -> None:
     for i, row in enumerate(rows):
         for text in samples[group * i : group * (i + 1)]:
             verdict = c.task.verify(text, row["answer"])
-            rollouts.append(Rollout(row["prompt"], text, verdict.score, verdict.reason))
+            rollouts.append(Rollout(row["prompt"], text, verdict.score, verdict.reason, verdict.extracted))
             answers.append(row["answer"])
 
     def critic(indices: list[int]) -> list[str]:

@@ -107,7 +107,7 @@ BAD_INPUTS = [
     (["algorithm=sdpo", "algorithm.hybrid=joint", "algorithm.distill_weight=0", "algorithm.rl_weight=0"], "is empty"),
     (["algorithm=sdpo", "algorithm.hybrid=grpo"], "algorithm.hybrid='grpo': expected one of 'none'"),
     (["algorithm=sdpo", "algorithm.feedback=teacher"], "teacher='none': algorithm.feedback=teacher asks a teacher"),
-    (["algorithm=vpd", "algorithm.trust_region=0"], "algorithm.trust_region=0.0: must be > 0.0"),
+    (["algorithm=vpd", "algorithm.e_step_beta=0"], "algorithm.e_step_beta=0.0: must be > 0.0"),
     (["algorithm=vpd", "algorithm.e_step_every=0"], "algorithm.e_step_every=0: must be >= 1"),
     (["algorithm=vpd", "algorithm.reference_prior=initial"], "algorithm.reference_prior='initial': expected one of"),
     (["eval.collapse_margin=0.05", "eval.every_steps=0"], "eval.collapse_margin=0.05: watches the evaluations"),

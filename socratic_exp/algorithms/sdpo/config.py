@@ -59,6 +59,9 @@ class SDPO(GRPO):
     )
     dont_reprompt_on_self_success: bool = setting(True, "a successful rollout is not its own demonstration")
     feedback_only_without_solution: bool = setting(False, "drop feedback where a demonstration exists")
+    feedback_on_success: bool = setting(
+        False, "TRL: feedback for failed rollouts only | true: successful ones get the environment's verdict too"
+    )
     remove_thinking: bool = setting(False, "strip <think>...</think> from demonstrations")
     max_reprompt_len: int = setting(
         10240, "teacher prompt tokens kept (cut from the left; also to fit the model's context)", ge=1
@@ -147,6 +150,7 @@ class SDPO(GRPO):
             success_threshold=self.success_threshold,
             dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
             feedback_only_without_solution=self.feedback_only_without_solution,
+            feedback_on_success=self.feedback_on_success,
             remove_thinking=self.remove_thinking,
         )
 

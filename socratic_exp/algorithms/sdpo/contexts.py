@@ -7,13 +7,19 @@ feedback sources of ``algorithm.feedback`` ('+'-joined):
 - ``sibling`` (SDPO's implicit feedback): a successful rollout of the same group (score >= ``success_threshold``),
   not the rollout itself when ``dont_reprompt_on_self_success``; the first one in the group, as TRL and the
   official code take it.
-- ``environment``: the verifier's reason for a failed rollout (wrong / format / empty / truncated), as a sentence.
+- ``environment``: the verifier's verdict on a failed rollout as a sentence, with the answer it read ("Your final
+  answer 14 is incorrect: ..."; no answer: format / empty / truncated). That is all a verifier of the testbed or of
+  the benchmark tasks knows short of the reference answer (no unit-test output, no intermediate results).
 - ``teacher``: the critique of the run's ``teacher/`` option (rule, llm, blackbox) of a failed rollout,
   ``teacher.guide`` as SocraticPO asks for it (with the teacher's own ground-truth setting).
 
 A rollout with neither a demonstration nor feedback has no usable context: it is not distilled (SDPO's
 ``self_distillation_mask``), and its teacher prompt is the bare prompt. ``feedback_only_without_solution`` drops the
 feedback of a rollout that has a demonstration (the official code's ``environment_feedback_only_without_solution``).
+``feedback_on_success`` (VPD's default) gives successful rollouts the environment's verdict too ("Your final answer 11
+is correct."), with the ``environment`` or ``teacher`` source: VPD's E-step scores successful and failed trajectories
+each under its own feedback, so the context's presence says nothing about success, only its content does. SDPO
+(TRL, official code) gives feedback to failed rollouts only.
 
 Templates: ``context_style=sdpo`` uses SDPO's (TRL's and the official code's) reprompt / solution / feedback templates
 and puts the reprompt in the last user turn of a chat prompt. ``plain`` is for completion-style prompts (the embedded
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
     from socratic_exp.teachers.base import Context
 
 FEEDBACK_SOURCES = ("environment", "sibling", "teacher")
+SHOWN_ANSWER_CHARS = 100  # an extracted answer longer than this is cut in the feedback sentence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +82,15 @@ def parse_sources(feedback: str) -> tuple[str, ...]:
     return names
 
 
-def environment_feedback(reason: str) -> str:
-    """The verifier's reason as a feedback sentence (the wording the rule teacher uses off arithmetic)."""
+def environment_feedback(reason: str, extracted: str | None = None) -> str:
+    """What the environment can tell about a rollout, as a sentence: the verifier's verdict and the answer it read
+    (the testbed's and the benchmark tasks' verifiers know no more than that; they never show the reference)."""
     key = reason.split()[0] if reason else "wrong"
+    shown = f" {extracted[:SHOWN_ANSWER_CHARS]}" if extracted else ""
+    if key == "correct":
+        return f"Hint: Your final answer{shown} is correct."
+    if key == "wrong" and shown:
+        return f"Hint: Your final answer{shown} is incorrect: re-check each step of your reasoning."
     return "Hint: " + VERIFIER_FEEDBACK.get(key, VERIFIER_FEEDBACK["wrong"])
 
 
@@ -89,6 +102,7 @@ class Rollout:
     completion: str
     score: float
     reason: str
+    extracted: str | None = None  # the answer the verifier read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +127,7 @@ class ContextSettings:
     success_threshold: float = 1.0
     dont_reprompt_on_self_success: bool = True
     feedback_only_without_solution: bool = False
+    feedback_on_success: bool = False
     remove_thinking: bool = False
 
 
@@ -140,15 +155,15 @@ def build_contexts(
                 if succeeded[j] and not (settings.dont_reprompt_on_self_success and j == i)
             ]
             solutions[i] = found[0] if found else None
-    wants_feedback = [
-        not succeeded[i] and not (settings.feedback_only_without_solution and solutions[i] is not None)
-        for i in range(len(rollouts))
+    feedback_allowed = [
+        not (settings.feedback_only_without_solution and solutions[i] is not None) for i in range(len(rollouts))
     ]
+    wants_feedback = [not succeeded[i] and feedback_allowed[i] for i in range(len(rollouts))]
     feedback: list[list[str]] = [[] for _ in rollouts]
     if "environment" in settings.sources:
         for i, rollout in enumerate(rollouts):
             if wants_feedback[i]:
-                feedback[i].append(environment_feedback(rollout.reason))
+                feedback[i].append(environment_feedback(rollout.reason, rollout.extracted))
     if "teacher" in settings.sources:
         if critic is None:
             raise ValueError("feedback source 'teacher' needs a critic")
@@ -156,6 +171,10 @@ def build_contexts(
         for i, text in zip(asked, critic(asked) if asked else [], strict=True):
             if text.strip():
                 feedback[i].append(text.strip())
+    if settings.feedback_on_success and {"environment", "teacher"} & set(settings.sources):
+        for i, rollout in enumerate(rollouts):  # a critique of a correct answer is the verdict itself
+            if succeeded[i] and feedback_allowed[i]:
+                feedback[i].append(environment_feedback(rollout.reason, rollout.extracted))
     contexts = []
     for i, rollout in enumerate(rollouts):
         solution, notes = solutions[i], feedback[i]

@@ -125,7 +125,7 @@ class SDPOTrainer(GRPOTrainer):
         texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
         verdicts = [self.components.task.verify(t, row["answer"]) for t, row in zip(texts, inputs, strict=True)]
         rollouts = [
-            Rollout(row["prompt"], text, verdict.score, verdict.reason)
+            Rollout(row["prompt"], text, verdict.score, verdict.reason, verdict.extracted)
             for row, text, verdict in zip(inputs, texts, verdicts, strict=True)
         ]
         critic = partial(self._critique, rollouts) if "teacher" in self.context_settings.sources else None

@@ -1,5 +1,5 @@
 """``algorithm=vpd``'s settings (the dataclass ``conf/algorithm/vpd.yaml`` names): SDPO's, with the official SDPO
-code's M-step defaults, plus the E-step's; torch-free."""
+code's M-step defaults and the paper's shared teacher, plus the E-step's; torch-free."""
 
 from __future__ import annotations
 
@@ -28,25 +28,30 @@ class VPD(SDPO):
         "token_mean", "official: mean over the distilled tokens | sequence_mean (TRL)"
     )
     scale_rewards: Literal["group", "batch", "none"] = setting("none", "official (GRPO advantages of the hybrids only)")
-    # the E-step (estep.py; our reading until issue 17)
-    e_step_every: int = setting(1, "F: M-steps per E-step", ge=1)
-    e_step_iterations: int = setting(1, "teacher optimizer steps per E-step", ge=1)
+    # the teacher is the student with the feedback in context (Section 3: one network, zero extra memory)
+    teacher_weights: Literal["shared", "copy"] = setting(
+        "shared", "paper: shared (the student with the feedback in context) | copy: a separate teacher (ours)"
+    )
+    ema_update_rate: float = setting(
+        0.0, "copy: moved this share toward the student after each M-step (shared: must be 0)", ge=0.0, le=1.0
+    )
+    feedback_on_success: bool = setting(
+        True, "paper: successful rollouts get the environment's verdict as their context (C+ of the E-step)"
+    )
+    # the E-step (Section 3.2; estep.py)
+    e_step: Literal["paper", "off"] = setting(
+        "paper", "paper: BCO on the teacher against the reference prior (Section 3.2) | off: M-steps only"
+    )
+    e_step_every: int = setting(5, "F: M-steps per E-step (one E-step, then F M-steps)", ge=1)
+    e_step_iterations: int = setting(1, "teacher optimizer steps per E-step, on the same trajectories", ge=1)
+    e_step_beta: float = setting(
+        0.1, "beta of the implicit reward beta * log(q_phi / pi_ref): the trust region's strength", gt=0.0
+    )
     reference_prior: Literal["dynamic", "fixed"] = setting(
-        "dynamic", "dynamic: pi_ref = the current student (Eq. 7) | fixed: the initial student (the ablation)"
-    )
-    trust_region: float = setting(
-        0.5,
-        "epsilon (nats): beta keeps KL(q* || pi_ref) at epsilon; the teacher's step stays within it",
-        gt=0.0,
-    )
-    tilt_beta: float | None = setting(
-        None, "null: beta adapted to the trust region at every E-step | a number: a fixed beta", gt=0.0
+        "dynamic", "dynamic: pi_ref = the current student (Eq. 7) | fixed: the initial student (Figure 5 ablation)"
     )
     teacher_learning_rate: float | None = setting(
         None, "E-step AdamW learning rate (null: algorithm.learning_rate)", gt=0.0
-    )
-    max_backtracks: int = setting(
-        4, "halvings of a teacher step that leaves the trust region, before it is rejected", ge=0
     )
 
     def trainer_base(self) -> type:

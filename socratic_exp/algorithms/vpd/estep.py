@@ -1,94 +1,64 @@
-"""VPD's E-step maths on one group's sampled support (pure tensor functions; tests pin them by hand).
+"""VPD's E-step maths (Section 3.2): unpaired preference optimisation of the feedback-conditioned teacher (pure
+tensor functions; tests pin them by hand).
 
-**Our reading, not yet the paper's Section 3.2** (issue 17 replaces it): the teacher q_phi(y | x, C) is fitted, with a
-forward KL, to the reward-tilted target q*(y | x) = pi_ref(y | x) exp(r(x, y) / beta) / Z(x) (Appendix A.1, Eq. A.6).
-The G rollouts of a prompt are samples of the current student pi_theta, so on that support q* is the self-normalised
-importance estimate q*_i = softmax_i(l_i + r_i / beta), l_i = log pi_ref(y_i | x) - log pi_theta(y_i | x) (l = 0 for
-the dynamic prior, Eq. 7). The teacher's distribution on the same support is softmax_i(log q_phi(y_i | x, C_i) -
-log pi_theta(y_i | x)). beta is the temperature whose target lies ``trust_region`` nats from the prior (mean over
-groups; the REPS / MPO temperature dual), and a teacher step is accepted only while the teacher's own support KL to
-the prior stays within max(trust_region, its value before the step), else halved (``backtrack_fractions``).
+The teacher q_phi(y | x, C) is refined on the batch's trajectories, each scored under its own feedback context C:
+the implicit reward of a trajectory is r~(x, y, C) = beta * (log q_phi(y | x, C) - log pi_ref(y | x)), the reward
+under which q_phi is the KL-regularised optimum max_q E_q[r] - beta KL(q || pi_ref) (the DPO reparametrisation of the
+reward-tilted target, Appendix A). pi_ref is the **dynamic reference prior**, the current student pi_theta (Eq. 7),
+so the trust region beta KL(q_phi || pi_theta) slides with the student; the fixed-prior ablation (Figure 5) anchors
+it to the initial student instead. Successful (y+) and failed (y-) trajectories are unpaired, so the loss is Binary
+Classifier Optimisation's (BCO, Jung et al. 2025, the paper's reference [12]):
 
-Every function takes (groups, G) tensors (or (G,) for one group): rows are groups, the last dimension the support.
+    L_E = - mean_{y+} log sigmoid(r~(y+) - delta) - mean_{y-} log sigmoid(-(r~(y-) - delta))
+
+with delta the reward shift: the running mean over E-steps of 1/2 (mean r~(y+) + mean r~(y-)) (BCO's definition,
+estimated by a running average as BCO does). Each side is averaged on its own, so the two pull with equal weight
+whatever their counts: a teacher that moves every context-bearing trajectory's likelihood by the same amount
+(reacting to the presence of a context, not to what it says) leaves every r~ - delta unchanged once delta has
+followed it, and gets no gradient from a balanced batch (tests/test_vpd.py).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
-
-BETA_RANGE = (1e-3, 1e3)  # the temperature search interval (log-bisection)
-NOTHING_TO_FIT = 1e-6  # an E-step loss (nats) below which the teacher already matches the target
-TOLERANCE = 1e-6  # nats: slack of the trust-region test (float noise of a forward pass)
+import torch.nn.functional as F
 
 
-def tilted_target(
-    rewards: torch.Tensor, beta: float, prior_log_weights: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """q*_i = softmax_i(l_i + r_i / beta) on the last dimension, and log Z = log sum_i softmax(l)_i exp(r_i / beta).
-
-    ``prior_log_weights`` l_i = log pi_ref(y_i) - log pi_sampler(y_i) (None: the sampler is the prior, l = 0).
-    """
-    log_prior = torch.zeros_like(rewards) if prior_log_weights is None else prior_log_weights
-    scores = log_prior + rewards / beta
-    log_z = torch.logsumexp(scores, -1) - torch.logsumexp(log_prior, -1)
-    return torch.softmax(scores, -1), log_z
+def implicit_rewards(teacher_logps: torch.Tensor, reference_logps: torch.Tensor, beta: float) -> torch.Tensor:
+    """r~ = beta * (log q_phi(y | x, C) - log pi_ref(y | x)), from sequence log-probabilities (one per trajectory)."""
+    return beta * (teacher_logps - reference_logps)
 
 
-def support_kl(p_log: torch.Tensor, q_log: torch.Tensor) -> torch.Tensor:
-    """KL(p || q) of distributions given as log-probabilities on the last dimension."""
-    return (p_log.exp() * (p_log - q_log)).sum(-1)
+def batch_shift(rewards: torch.Tensor, success: torch.Tensor) -> torch.Tensor:
+    """1/2 (mean r~ of the successes + mean r~ of the failures); the mean of the side present if one is empty."""
+    means = [rewards[side].mean() for side in (success, ~success) if bool(side.any())]
+    return torch.stack(means).mean()
 
 
-def target_kl(rewards: torch.Tensor, beta: float, prior_log_weights: torch.Tensor | None = None) -> float:
-    """Mean over groups (rows) of KL(q*_g || prior_g) at temperature ``beta``."""
-    log_prior = torch.zeros_like(rewards) if prior_log_weights is None else prior_log_weights
-    target, _ = tilted_target(rewards, beta, log_prior)
-    return float(support_kl(target.clamp(min=1e-30).log(), log_prior.log_softmax(-1)).mean())
+class RunningShift:
+    """delta: the running mean of the per-E-step shifts, the current one included (as BCO keeps it)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.value = 0.0
+
+    def update(self, shift: float) -> float:
+        self.count += 1
+        self.value += (shift - self.value) / self.count
+        return self.value
 
 
-def solve_beta(
-    rewards: torch.Tensor, bound: float, prior_log_weights: torch.Tensor | None = None, iterations: int = 60
-) -> float:
-    """The temperature whose target lies ``bound`` nats from the prior (mean over groups), by bisection in log beta:
-    the KL falls monotonically as beta grows. Beyond the reachable range it returns the interval's end."""
-    low, high = (math.log(b) for b in BETA_RANGE)
-    if target_kl(rewards, math.exp(low), prior_log_weights) <= bound:
-        return math.exp(low)  # even the sharpest target is within the region
-    if target_kl(rewards, math.exp(high), prior_log_weights) >= bound:
-        return math.exp(high)
-    for _ in range(iterations):
-        middle = (low + high) / 2
-        if target_kl(rewards, math.exp(middle), prior_log_weights) > bound:
-            low = middle
-        else:
-            high = middle
-    return math.exp(high)  # the side within the bound
+def e_step_loss(rewards: torch.Tensor, success: torch.Tensor, shift: float | torch.Tensor) -> torch.Tensor:
+    """BCO's loss: -mean_{y+} log sigmoid(r~ - delta) - mean_{y-} log sigmoid(-(r~ - delta)); an empty side adds 0."""
+    margin = rewards - shift
+    loss = rewards.new_zeros(())
+    if bool(success.any()):
+        loss = loss - F.logsigmoid(margin[success]).mean()
+    if bool((~success).any()):
+        loss = loss - F.logsigmoid(-margin[~success]).mean()
+    return loss
 
 
-def e_step_loss(teacher_log_ratio: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean over groups of KL(q* || q_phi), q_phi = softmax over each group of log q_phi(y | x, C) - log pi(y | x)."""
-    return support_kl(target.clamp(min=1e-30).log(), teacher_log_ratio.log_softmax(-1)).mean()
-
-
-def teacher_support_kl(teacher_log_ratio: torch.Tensor, prior_log_weights: torch.Tensor) -> float:
-    """Mean over groups of KL(q_phi,g || prior_g): how far the teacher is from the anchor on the sampled support."""
-    return float(support_kl(teacher_log_ratio.log_softmax(-1), prior_log_weights.log_softmax(-1)).mean())
-
-
-# --- the trust-region guard on the teacher's step -----------------------------------------------------------------
-def step_bound(trust_region: float, kl_before: float) -> float:
-    """The most support KL to the prior a teacher step may end at: the region, or where the teacher already was if
-    it was outside (the student moved, or the fixed prior), so a step never takes it further out."""
-    return max(trust_region, kl_before)
-
-
-def within_bound(kl_after: float, bound: float) -> bool:
-    """Whether a teacher step ending at ``kl_after`` is accepted (up to float noise, ``TOLERANCE``)."""
-    return kl_after <= bound + TOLERANCE
-
-
-def backtrack_fractions(max_backtracks: int) -> list[float]:
-    """The shares of a rejected step tried in turn (1/2, 1/4, ...); after the last the step is undone (share 0)."""
-    return [0.5**k for k in range(1, max_backtracks + 1)]
+def classifier_accuracy(rewards: torch.Tensor, success: torch.Tensor, shift: float) -> float:
+    """Share of trajectories the implicit reward puts on their side of delta (the teacher as a success classifier)."""
+    return float(((rewards > shift) == success).float().mean())
