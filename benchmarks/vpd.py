@@ -7,8 +7,9 @@ context gives the teacher, and the ablation sweep's results.
     python benchmarks/vpd.py sweep <multirun folder>... # mean +- std per arm, collapse, telemetry, and plots
 
 ``step-time`` builds every trainer from the same warm-started student and runs whole steps on the same prompts
-(rollout with the teacher contexts and, for VPD, the E-step; then loss and backward; the optimizer step, the same for
-all, is left out), rotating which goes first; the ratio to GRPO is the median of back-to-back ratios. ``memory``
+(rollout with the teacher contexts and, for VPD, an E-step at every step, timed on its own; then loss and backward;
+the optimizer step, the same for all, is left out), rotating which goes first; the ratio to GRPO is the median of
+back-to-back ratios, and VPD's amortised step is its step without the E-step plus 1 / ``e_step_every`` of it. ``memory``
 runs each configuration in a process of its own for a few whole training steps and reads the process's peak resident
 memory (CPU here; on a GPU the same runs read ``torch.cuda.max_memory_allocated``).
 """
@@ -34,11 +35,12 @@ from socratic_exp.hydra_support import compose
 from socratic_exp.report import find_runs, format_mean_std, mean_curve
 
 REPEATS, WARMUP = 10, 1
+E_STEP_KEYS = ("e_step_loss", "classifier_accuracy", "reward_success", "reward_failure", "shift", "skipped")
 CONFIGS = {  # name -> overrides (the shared ones come from the command line); VPD's M-step is sdpo_official's
     "grpo": ["algorithm=grpo"],
     "sdpo": ["algorithm=sdpo_official"],
-    "vpd (copy)": ["algorithm=vpd"],
-    "vpd (shared)": ["algorithm=vpd", "algorithm.teacher_weights=shared", "algorithm.ema_update_rate=0"],
+    "vpd (shared)": ["algorithm=vpd"],
+    "vpd (copy)": ["algorithm=vpd", "algorithm.teacher_weights=copy", "algorithm.ema_update_rate=0.05"],
 }
 
 
@@ -83,8 +85,7 @@ def step_time(overrides: list[str]) -> None:
             shift = repeat % len(order)
             for name, trainer in order[shift:] + order[:shift]:  # each goes first in turn
                 torch.manual_seed(repeat)
-                if hasattr(trainer, "e_step"):
-                    trainer._last_e_step = None  # no training loop moves global_step here: every step is an E-step
+                e_step_time = _timed_e_step(trainer)
                 start = time.perf_counter()
                 batch = trainer._generate_and_score_completions(rows)
                 middle = time.perf_counter()
@@ -95,6 +96,7 @@ def step_time(overrides: list[str]) -> None:
                     times[name]["rollout"].append(middle - start)
                     times[name]["loss"].append(end - middle)
                     times[name]["step"].append(end - start)
+                    times[name]["e_step"].append(sum(e_step_time))
     print(f"one step on {algorithm.batch_size} rollouts ({prompts} prompts x {group}), median of {REPEATS}:")
     grpo = times["grpo"]["step"]
     for name, parts in times.items():
@@ -104,6 +106,34 @@ def step_time(overrides: list[str]) -> None:
             f"  {name:<13} step {median['step']:.3f} s = rollout (+ contexts, E-step) {median['rollout']:.3f} s + "
             f"loss and backward {median['loss']:.3f} s   x{ratio:.2f} of grpo (paired)"
         )
+        every = getattr(options[name].algorithm, "e_step_every", None)
+        if every:
+            amortised = [s - e + e / every for s, e in zip(parts["step"], parts["e_step"], strict=True)]
+            ratio = statistics.median(a / g for a, g in zip(amortised, grpo, strict=True))
+            print(
+                f"  {'':<13} of which the E-step {median['e_step']:.3f} s; amortised over e_step_every={every}: "
+                f"{statistics.median(amortised):.3f} s   x{ratio:.2f} of grpo (paired)"
+            )
+
+
+def _timed_e_step(trainer) -> list[float]:
+    """Wraps the trainer's E-step (if any) so that its wall time lands in the returned list; every step runs one
+    (no training loop moves global_step here)."""
+    spent: list[float] = []
+    if not hasattr(trainer, "e_step"):
+        return spent
+    trainer._last_e_step = None
+    method = type(trainer).e_step
+
+    def timed(output):
+        start = time.perf_counter()
+        try:
+            return method(trainer, output)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    trainer.e_step = timed
+    return spent
 
 
 def memory(overrides: list[str]) -> None:
@@ -229,7 +259,7 @@ def arm_of(config: dict, choices: dict) -> str:
     if name == "grpo":
         return "grpo"
     if name == "vpd":
-        name = f"vpd {algorithm['reference_prior']}"
+        name = f"vpd {algorithm['reference_prior']}" if algorithm["e_step"] == "paper" else "vpd without E-step"
     return f"{name} / {algorithm['feedback']}"
 
 
@@ -261,7 +291,7 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
             values = [r[f"self_distillation/{key}"] for r in records if f"self_distillation/{key}" in r]
             if values:
                 finals[arm][key].append(statistics.mean(values[-3:]))
-        for key in ("beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"):
+        for key in E_STEP_KEYS:
             values = [r[f"vpd/{key}"] for r in records if f"vpd/{key}" in r]
             if values:
                 finals[arm][f"vpd/{key}"].append(statistics.mean(values))
@@ -289,14 +319,11 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
                 f"{arm:<26}{format_mean_std(v['teacher_student_kl']):>17}{format_mean_std(v['teacher_entropy']):>17}"
                 f"{format_mean_std(v['reward_margin'], True):>17}{format_mean_std(v['usable_feedback_share']):>17}"
             )
-    print("\nE-steps (mean over the logged E-steps): beta, KL(q* || prior), the teacher's support KL before and after, "
-          "backtracks, rejected share")  # fmt: skip
+    print("\nE-steps (mean over the logged E-steps): " + ", ".join(E_STEP_KEYS))
     for arm in arms:
         v = finals[arm]
-        if v.get("vpd/beta"):
-            print(f"{arm:<26}" + "".join(f"{format_mean_std(v[f'vpd/{key}']):>17}" for key in (
-                "beta", "target_kl", "teacher_kl_before", "teacher_kl_after", "backtracks", "rejected"
-            )))  # fmt: skip
+        if v.get("vpd/skipped"):
+            print(f"{arm:<26}" + "".join(f"{format_mean_std(v.get(f'vpd/{key}', [])):>17}" for key in E_STEP_KEYS))
     panels = [
         ("eval/greedy_acc", "held-out greedy accuracy", 1),
         ("reward", "training reward (5-log average)", 5),

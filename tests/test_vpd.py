@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import tempfile
 from pathlib import Path
 
@@ -40,9 +39,9 @@ torch = pytest.importorskip("torch")
 def test_two_trajectory_e_step_loss_and_gradient_by_hand():
     """beta = 0.1. A success with log q(y+ | x, C+) = -2, log pi_ref(y+ | x) = -3 and a failure with -4 against
     -3.5: r~ = 0.1 * (+1) = 0.1 and 0.1 * (-0.5) = -0.05; delta = (0.1 - 0.05) / 2 = 0.025, margins +-0.075, so
-    L = -log sigmoid(0.075) - log sigmoid(0.075) = 2 log(1 + e^-0.075) = 1.312700. dL / d log q = beta * (-sigmoid(-0.075),
-    +sigmoid(-0.075)) = (-0.0481259, +0.0481259): descent raises the success's likelihood under its context and
-    lowers the failure's, relative to the prior."""
+    L = -log sigmoid(0.075) - log sigmoid(0.075) = 2 log(1 + e^-0.075) = 1.312700. dL / d log q =
+    beta * (-sigmoid(-0.075), +sigmoid(-0.075)) = (-0.0481259, +0.0481259): descent raises the success's
+    likelihood under its context and lowers the failure's, relative to the prior."""
     teacher = torch.tensor([-2.0, -4.0], requires_grad=True)
     rewards = implicit_rewards(teacher, torch.tensor([-3.0, -3.5]), 0.1)
     assert rewards.tolist() == pytest.approx([0.1, -0.05])
@@ -192,7 +191,7 @@ def test_sibling_feedback_is_a_successful_rollout_of_the_group():
 def test_environment_feedback_is_the_verdict_with_the_answer_read():
     wrong = "Hint: Your final answer 14 is incorrect: re-check each step of your reasoning."
     assert environment_feedback("wrong", "14") == wrong
-    assert environment_feedback("wrong") == "Hint: Your final answer is incorrect: re-check each step of your reasoning."
+    assert environment_feedback("wrong") == wrong.replace(" 14", "")
     assert environment_feedback("correct", "11") == "Hint: Your final answer 11 is correct."
     assert environment_feedback("format").startswith("Hint: Your answer is not in the required format")
     assert environment_feedback("wrong", "9" * 150) == f"Hint: Your final answer {'9' * 100} is incorrect: " + (
@@ -237,7 +236,8 @@ def test_teacher_feedback_is_the_critique_of_the_failed_rollouts():
     both = build_contexts(GROUP, 4, plain("sibling", "environment", "teacher"), critic)
     assert both[0].prompt == (
         "Note: a correct solution is\n4*2=8\n3+8=11\nA: 11\n"
-        "Hint: Your final answer 14 is incorrect: re-check each step of your reasoning.\nHint: critique 0.\nQ: 3+4*2=?\n"
+        "Hint: Your final answer 14 is incorrect: re-check each step of your reasoning.\n"
+        "Hint: critique 0.\nQ: 3+4*2=?\n"
     )
     calls = len(asked)
     only = build_contexts(GROUP, 4, plain("sibling", "teacher", feedback_only_without_solution=True), critic)
