@@ -1,4 +1,4 @@
-"""SDPO and VPD: the feedback contexts, the E-step target and its trust region, the hybrids, the collapse guard,
+"""SDPO and VPD: the feedback contexts, the E-step (BCO on the teacher), the hybrids, the collapse guard,
 and few-step runs of every variant on the tiny model."""
 
 from __future__ import annotations
