@@ -54,6 +54,7 @@ def test_two_trajectory_e_step_loss_and_gradient_by_hand():
     assert teacher.grad.tolist() == pytest.approx([-0.0481259, 0.0481259], abs=1e-7)
     assert classifier_accuracy(rewards.detach(), success, shift) == 1.0
     assert classifier_accuracy(rewards.detach(), success, 0.2) == 0.5  # a shift above both: the success is misread
+    assert classifier_accuracy(rewards.detach(), success, 0.1) == 0.5  # on the shift is not above it
 
 
 def test_each_side_is_averaged_on_its_own():
