@@ -260,6 +260,8 @@ def arm_of(config: dict, choices: dict) -> str:
         return "grpo"
     if name == "vpd":
         name = f"vpd {algorithm['reference_prior']}" if algorithm["e_step"] == "paper" else "vpd without E-step"
+        if algorithm["teacher_weights"] == "copy":
+            name += " (copy teacher)"
     return f"{name} / {algorithm['feedback']}"
 
 
@@ -302,11 +304,11 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
 
     arms = sorted(finals, key=lambda a: (a != "grpo", a))
     print("held-out greedy accuracy, mean +- std over seeds (n = seeds); drop = best evaluation - final")
-    print(f"{'arm':<26}{'n':>3}{'final':>17}{'gain':>17}{'best':>17}{'drop':>17}{'wall s':>9}")
+    print(f"{'arm':<38}{'n':>3}{'final':>17}{'gain':>17}{'best':>17}{'drop':>17}{'wall s':>9}")
     for arm in arms:
         v = finals[arm]
         print(
-            f"{arm:<26}{len(v['final']):>3}{format_mean_std(v['final']):>17}"
+            f"{arm:<38}{len(v['final']):>3}{format_mean_std(v['final']):>17}"
             f"{format_mean_std(v['gain'], True):>17}{format_mean_std(v['best']):>17}"
             f"{format_mean_std(v['drop']):>17}{statistics.mean(wall[arm]):>9.0f}"
         )
@@ -316,14 +318,14 @@ def sweep_report(sweep_dirs: list[Path]) -> None:
         v = finals[arm]
         if v.get("teacher_student_kl"):
             print(
-                f"{arm:<26}{format_mean_std(v['teacher_student_kl']):>17}{format_mean_std(v['teacher_entropy']):>17}"
+                f"{arm:<38}{format_mean_std(v['teacher_student_kl']):>17}{format_mean_std(v['teacher_entropy']):>17}"
                 f"{format_mean_std(v['reward_margin'], True):>17}{format_mean_std(v['usable_feedback_share']):>17}"
             )
     print("\nE-steps (mean over the logged E-steps): " + ", ".join(E_STEP_KEYS))
     for arm in arms:
         v = finals[arm]
         if v.get("vpd/skipped"):
-            print(f"{arm:<26}" + "".join(f"{format_mean_std(v.get(f'vpd/{key}', [])):>17}" for key in E_STEP_KEYS))
+            print(f"{arm:<38}" + "".join(f"{format_mean_std(v.get(f'vpd/{key}', [])):>17}" for key in E_STEP_KEYS))
     panels = [
         ("eval/greedy_acc", "held-out greedy accuracy", 1),
         ("reward", "training reward (5-log average)", 5),
