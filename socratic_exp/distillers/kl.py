@@ -10,7 +10,7 @@ the student).
 
 The subclass exists because SDFT's "base" teacher is rebuilt from the model's path, i.e. the checkpoint the run
 started from; Socratic-RL's teacher is the student as it is now (before this distillation), so it gets a frozen
-copy of the current weights.
+copy of the current weights (with LoRA: a frozen copy of the student's adapter, deleted after the phase).
 
 ``distill/kl_before`` / ``kl_after``: the mean per-token KL above on a fixed set of ``kl_samples`` guided responses.
 """
@@ -63,11 +63,15 @@ class KLDistiller(TRLDistiller):
         from datasets import Dataset
         from trl.experimental.sdft import SDFTConfig
 
+        from socratic_exp.models.adapters import SNAPSHOT_ADAPTER, adapter_copy, drop_adapter, is_lora
         from socratic_exp.models.base import frozen_copy
         from socratic_exp.trl_phases import phase_args, run_phase
 
         triples = self.paired(data, seed)
-        teacher = dataclasses.replace(student, model=frozen_copy(student.model))
+        lora = is_lora(student.model)
+        # the student as it is now: with LoRA a frozen copy of its adapter over the shared base weights
+        snapshot = adapter_copy(student.model, SNAPSHOT_ADAPTER) if lora else frozen_copy(student.model)
+        teacher = dataclasses.replace(student, model=snapshot)
         fixed = triples[: self.kl_samples]
         responses = self.sample(teacher, guided(fixed), seed)
         probe = [
@@ -91,6 +95,8 @@ class KLDistiller(TRLDistiller):
             generate_from_teacher=self.generate_from == "teacher",
             teacher_prompt_template="{privileged_context}\n{prompt}",
             chat_template_kwargs=student.chat_template_kwargs or None,
+            # "live" leaves the teacher's adapter to our snapshot; TRL's default, "base", would disable the adapters
+            **({"teacher_model_kind": "live"} if lora else {}),
         )
         from socratic_exp.distillers.kl_trainer import ViewpointSDFTTrainer
 
@@ -102,7 +108,10 @@ class KLDistiller(TRLDistiller):
             frozen_teacher=teacher.model,
         )
         metrics = run_phase(trainer, "distill")
-        return metrics | {"distill/kl_before": kl_before, "distill/kl_after": context_kl(student, teacher.model, probe)}
+        kl_after = context_kl(student, teacher.model, probe)
+        if lora:
+            drop_adapter(student.model, SNAPSHOT_ADAPTER)
+        return metrics | {"distill/kl_before": kl_before, "distill/kl_after": kl_after}
 
 
 def context_kl(student: Student, teacher_model: Any, examples: list[tuple[Context, str, str]]) -> float:
