@@ -326,9 +326,23 @@ def test_sdpo_teachers_share_the_base_weights(cache_dir, monkeypatch):
     assert sum(p.numel() for p in teacher.parameters()) == R4_ALL_LINEAR
     assert trainer.memory["copy_mb"] == pytest.approx(R4_ALL_LINEAR * 4 / 2**20)
     assert _trainable(trainer.model) == R4_ALL_LINEAR  # the teacher adapter is frozen
-    ids = torch.tensor([[5, 9, 12, 7, 30, 31, 8, 6]])
     _perturb_adapters(trainer.model)
-    assert not torch.allclose(_logps(teacher, ids, 7), _logps(trainer.model, ids, 7), atol=1e-3)
+    assert not torch.allclose(_logps(teacher, IDS, 7), _logps(trainer.model, IDS, 7), atol=1e-3)
+    # a checkpoint's two adapters come back into their own adapters, and the teacher stays frozen
+    with torch.no_grad():
+        for p in teacher.parameters():
+            p.fill_(0.5)
+    folder = Path(tempfile.mkdtemp())
+    trainer.model.save_pretrained(folder)
+    with torch.no_grad():
+        for name, p in trainer.model.named_parameters():
+            if "lora_" in name:
+                p.zero_()
+    trainer._load_from_checkpoint(str(folder))
+    assert all(float(p.min()) == float(p.max()) == 0.5 for p in teacher.parameters())
+    student = [p for n, p in trainer.model.named_parameters() if ".default." in n]
+    assert all(torch.allclose(p, torch.full_like(p, 0.05)) for p in student)
+    assert _trainable(trainer.model) == R4_ALL_LINEAR
 
 
 @pytest.mark.slow
@@ -374,13 +388,15 @@ def test_every_algorithm_runs_with_lora(run_app, name):
 
 @pytest.mark.slow
 def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
+    """VPD: the student's adapter and the teacher adapter, which its E-step trains (so the optimizer state to load
+    covers both)."""
     from safetensors.torch import load_file
 
-    proc, outputs = run_app(*QUICK, "algorithm=sdpo", "model.lora.merge_on_save=false")
+    proc, outputs = run_app(*QUICK, "algorithm=vpd", "model.lora.merge_on_save=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     checkpoints = run_dir / "checkpoints"
-    # the student's adapter at the top, the EMA teacher's in its own folder (transformers' layout for two adapters)
+    # the student's adapter at the top, the teacher's in its own folder (transformers' layout for two adapters)
     assert (checkpoints / "checkpoint-2" / "teacher" / "adapter_model.safetensors").is_file()
     assert json.loads((checkpoints / "final" / "adapter_config.json").read_text())["r"] == 4
     saved = load_file(checkpoints / "checkpoint-2" / "adapter_model.safetensors")
@@ -390,7 +406,7 @@ def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
     summary = read_summary(run_dir)
     summary["status"] = "running"
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    proc, _ = run_app(*QUICK, "algorithm=sdpo", "model.lora.merge_on_save=false", "resume=auto")
+    proc, _ = run_app(*QUICK, "algorithm=vpd", "model.lora.merge_on_save=false", "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = read_summary(run_dir)
     assert resumed["status"] == "completed" and resumed["resumed"] is True and resumed["steps"] == 4

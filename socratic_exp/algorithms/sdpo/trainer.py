@@ -127,6 +127,15 @@ class SDPOTrainer(GRPOTrainer):
             self.add_callback(AdapterEMACallback(teacher, self.sdpo.ema_update_rate))
         return teacher
 
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        """Resuming keeps which parameters train: with LoRA, transformers re-activates the student's adapter after
+        loading, which peft makes the only trainable one, while VPD's E-step trains the teacher adapter too (and the
+        optimizer state being loaded covers both)."""
+        flags = [(p, p.requires_grad) for p in self.model.parameters()]
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        for parameter, flag in flags:
+            parameter.requires_grad_(flag)
+
     # --- teacher memory -----------------------------------------------------------------------------------
     def _teacher_memory(self, student: Any) -> dict[str, Any]:
         """What the teacher costs: nothing for shared weights, a copy of the parameters otherwise (with LoRA: of the
