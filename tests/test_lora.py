@@ -414,3 +414,24 @@ def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
     assert (checkpoints / "checkpoint-4" / "adapter_model.safetensors").is_file()
     state = json.loads((checkpoints / "checkpoint-4" / "trainer_state.json").read_text())
     assert [e["step"] for e in state["log_history"] if "loss" in e] == [1, 2, 3, 4]
+
+
+def test_the_kl_distiller_teaches_from_a_snapshot_adapter_and_removes_it(tmp_path, monkeypatch):
+    import socratic_exp.models.base as models_base
+    from socratic_exp.distillers.base import DistillationData
+    from socratic_exp.distillers.kl import KLDistiller
+    from socratic_exp.models.base import Student
+
+    monkeypatch.setattr(models_base, "frozen_copy", lambda *_: pytest.fail("frozen_copy called"))
+    model, _, tokenizer = _peft()
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    student = Student(model=model, tokenizer=tokenizer, path="tiny")
+    data = DistillationData(
+        prompts=[f"{a}+{a}*2=" for a in range(1, 9)], answers=[str(3 * a) for a in range(1, 9)], viewpoints=["* first"]
+    )
+    distiller = KLDistiller(items=8, steps=4, batch_size=4, num_generations=2, learning_rate=1e-2, kl_samples=4)
+    metrics = distiller.distill(student, None, data, tmp_path, seed=0)
+    assert list(model.peft_config) == ["default"]  # the snapshot adapter is gone
+    assert metrics["distill/steps"] == 4.0 and metrics["distill/kl_after"] < metrics["distill/kl_before"]
+    assert all(torch.equal(p, base[n]) for n, p in model.named_parameters() if "lora_" not in n)
+    assert _trainable(model) == R4_ALL_LINEAR

@@ -71,47 +71,49 @@ class KLDistiller(TRLDistiller):
         lora = is_lora(student.model)
         # the student as it is now: with LoRA a frozen copy of its adapter over the shared base weights
         snapshot = adapter_copy(student.model, SNAPSHOT_ADAPTER) if lora else frozen_copy(student.model)
-        teacher = dataclasses.replace(student, model=snapshot)
-        fixed = triples[: self.kl_samples]
-        responses = self.sample(teacher, guided(fixed), seed)
-        probe = [
-            (prompt, viewpoint, response) for (prompt, _, viewpoint), response in zip(fixed, responses, strict=True)
-        ]
-        kl_before = context_kl(student, teacher.model, probe)
-        rows = [{"prompt": prompt, "privileged_context": viewpoint} for prompt, _, viewpoint in triples]
-        args = phase_args(
-            SDFTConfig,
-            out_dir,
-            steps=self.steps,
-            batch_size=self.batch_size,
-            learning_rate=self.learning_rate,
-            seed=seed,
-            num_generations=self.num_generations,
-            max_completion_length=self.max_completion_length,
-            temperature=self.temperature,
-            distillation_mode=self.mode,
-            distillation_alpha=self.divergence_alpha,
-            distillation_topk=self.topk if self.mode == "topk_logits" else None,
-            generate_from_teacher=self.generate_from == "teacher",
-            teacher_prompt_template="{privileged_context}\n{prompt}",
-            chat_template_kwargs=student.chat_template_kwargs or None,
-            # "live" leaves the teacher's adapter to our snapshot; TRL's default, "base", would disable the adapters
-            **({"teacher_model_kind": "live"} if lora else {}),
-        )
-        from socratic_exp.distillers.kl_trainer import ViewpointSDFTTrainer
+        try:
+            teacher = dataclasses.replace(student, model=snapshot)
+            fixed = triples[: self.kl_samples]
+            responses = self.sample(teacher, guided(fixed), seed)
+            probe = [
+                (prompt, viewpoint, response) for (prompt, _, viewpoint), response in zip(fixed, responses, strict=True)
+            ]
+            kl_before = context_kl(student, teacher.model, probe)
+            rows = [{"prompt": prompt, "privileged_context": viewpoint} for prompt, _, viewpoint in triples]
+            args = phase_args(
+                SDFTConfig,
+                out_dir,
+                steps=self.steps,
+                batch_size=self.batch_size,
+                learning_rate=self.learning_rate,
+                seed=seed,
+                num_generations=self.num_generations,
+                max_completion_length=self.max_completion_length,
+                temperature=self.temperature,
+                distillation_mode=self.mode,
+                distillation_alpha=self.divergence_alpha,
+                distillation_topk=self.topk if self.mode == "topk_logits" else None,
+                generate_from_teacher=self.generate_from == "teacher",
+                teacher_prompt_template="{privileged_context}\n{prompt}",
+                chat_template_kwargs=student.chat_template_kwargs or None,
+                # "live" leaves the teacher's adapter to our snapshot; TRL's default, "base", would disable the adapters
+                **({"teacher_model_kind": "live"} if lora else {}),
+            )
+            from socratic_exp.distillers.kl_trainer import ViewpointSDFTTrainer
 
-        trainer = ViewpointSDFTTrainer(
-            model=student.model,
-            args=args,
-            train_dataset=Dataset.from_list(rows),
-            processing_class=student.tokenizer,
-            frozen_teacher=teacher.model,
-        )
-        metrics = run_phase(trainer, "distill")
-        kl_after = context_kl(student, teacher.model, probe)
-        if lora:
-            drop_adapter(student.model, SNAPSHOT_ADAPTER)
-        return metrics | {"distill/kl_before": kl_before, "distill/kl_after": kl_after}
+            trainer = ViewpointSDFTTrainer(
+                model=student.model,
+                args=args,
+                train_dataset=Dataset.from_list(rows),
+                processing_class=student.tokenizer,
+                frozen_teacher=teacher.model,
+            )
+            metrics = run_phase(trainer, "distill")
+            kl_after = context_kl(student, teacher.model, probe)
+            return metrics | {"distill/kl_before": kl_before, "distill/kl_after": kl_after}
+        finally:
+            if lora:
+                drop_adapter(student.model, SNAPSHOT_ADAPTER)
 
 
 def context_kl(student: Student, teacher_model: Any, examples: list[tuple[Context, str, str]]) -> float:
