@@ -30,10 +30,19 @@ R4_Q_V = 4 * 2 * 1024  # target_modules [q_proj, v_proj]: two 128 -> 128 project
 
 
 # --- the config block -------------------------------------------------------------------------------------------
-def test_every_model_option_defaults_to_full_fine_tuning():
-    options = sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml"))
-    assert {"tiny", "qwen3_4b"} <= set(options)
-    for option in options:
+def test_every_model_option_declares_the_whole_lora_block():
+    import dataclasses
+
+    import yaml
+
+    from socratic_exp.models.lora import LoRA
+
+    keys = [f.name for f in dataclasses.fields(LoRA)]
+    options = sorted((ROOT / "conf" / "model").glob("*.yaml"))
+    assert {"tiny", "qwen3_4b"} <= {p.stem for p in options}
+    for path in options:
+        assert list(yaml.safe_load(path.read_text())["lora"]) == keys, path.name
+    for option in ("tiny", "qwen3_0_6b", "qwen3_1_7b", "qwen3_4b", "qwen3_8b"):  # the papers' full fine-tuning
         assert compose(f"model={option}").model.lora.r == 0, option
 
 
