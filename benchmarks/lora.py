@@ -35,7 +35,7 @@ from paired_trainers import build_trainer
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 
-REPEATS, WARMUP = 6, 1
+WARMUP = 1
 ALGORITHMS = {  # name -> overrides; socraticpo guides itself (teacher=llm: the student, adapters on)
     "grpo": ["algorithm=grpo"],
     "socraticpo": ["algorithm=socraticpo", "teacher=llm"],
@@ -50,6 +50,16 @@ def _components(algorithm: str, model: str, r: int, overrides: list[str]):
     )
 
 
+def _rendered(data, task, student):
+    """The prompts as the run hands them to the trainers: chat messages for chat models, with the task's instruction."""
+    from socratic_exp.tasks.base import render_prompt
+
+    instruction = task.instruction()
+    if not (student.chat or instruction):
+        return data
+    return data.map(lambda row: {"prompt": render_prompt(row["prompt"], instruction, student.chat)})
+
+
 def _step(trainer, rows: list[dict]) -> tuple[float, int]:
     """One whole step (rollout, loss, backward, optimizer step): seconds and completion tokens."""
     start = time.perf_counter()
@@ -60,20 +70,18 @@ def _step(trainer, rows: list[dict]) -> tuple[float, int]:
     return time.perf_counter() - start, int(batch["completion_mask"].sum())
 
 
-def step_time(algorithms: list[str], model: str, r: int, overrides: list[str]) -> None:
+def step_time(algorithms: list[str], model: str, r: int, overrides: list[str], repeats: int) -> None:
     import torch
 
-    print(
-        f"model={model}, LoRA r={r} against full fine-tuning; median of {REPEATS} paired steps after {WARMUP} warm-up"
-    )
+    print(f"model={model}, LoRA r={r} against full fine-tuning: median of {repeats} paired steps ({WARMUP} warm-up)")
     for algorithm in algorithms:
         options = {
             "full": _components(algorithm, model, 0, overrides),
             "lora": _components(algorithm, model, r, overrides),
         }
         base = options["full"]
-        data = base.task.build()
         student = base.model.load(base.task)
+        data = _rendered(base.task.build(), base.task, student)
         trainers = {}
         with tempfile.TemporaryDirectory() as tmp:
             for name, components in options.items():
@@ -86,7 +94,7 @@ def step_time(algorithms: list[str], model: str, r: int, overrides: list[str]) -
             group, prompts = settings.num_generations, settings.batch_size // settings.num_generations
             seconds: dict[str, list[float]] = {name: [] for name in trainers}
             per_kilotoken: dict[str, list[float]] = {name: [] for name in trainers}
-            for repeat in range(WARMUP + REPEATS):
+            for repeat in range(WARMUP + repeats):
                 rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
                 rows = [row for row in rows for _ in range(group)]
                 order = list(trainers.items())
@@ -131,8 +139,8 @@ def memory(algorithms: list[str], model: str, r: int, overrides: list[str]) -> N
 
 def memory_one(algorithm: str, model: str, r: int, overrides: list[str]) -> None:
     components = _components(algorithm, model, r, [*overrides, "algorithm.max_steps=3"])
-    data = components.task.build()
     student = components.model.load(components.task)
+    data = _rendered(components.task.build(), components.task, student)
     components.teacher.attach(components.task, student)
     with tempfile.TemporaryDirectory() as tmp:
         build_trainer(components, data, student, Path(tmp)).train()
@@ -149,9 +157,12 @@ def main() -> None:
     parser.add_argument("--model", default="tiny", help="a model= option, e.g. tiny or smollm2_135m")
     parser.add_argument("--r", type=int, default=8, help="the LoRA rank compared with full fine-tuning")
     parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
+    parser.add_argument("--repeats", type=int, default=6, help="step-time: paired steps measured per algorithm")
     args, overrides = parser.parse_known_args()
-    run = step_time if args.what == "step-time" else memory
-    run(args.algorithms, args.model, args.r, overrides)
+    if args.what == "step-time":
+        step_time(args.algorithms, args.model, args.r, overrides, args.repeats)
+    else:
+        memory(args.algorithms, args.model, args.r, overrides)
 
 
 if __name__ == "__main__":
