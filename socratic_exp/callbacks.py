@@ -136,8 +136,9 @@ class CollapseGuard:
     only tracks the best evaluation (no weights kept), which the summary reports beside the final one.
     """
 
-    def __init__(self, metric: str, margin: float | None, patience: int = 1):
+    def __init__(self, metric: str, margin: float | None, patience: int = 1, lora: bool = False):
         self.metric = metric
+        self.lora = lora  # LoRA leaves the base weights as they are: only the adapter's are kept
         self.margin = margin
         self.patience = patience
         self.best: float | None = None
@@ -155,7 +156,11 @@ class CollapseGuard:
         self.last = (step, value)
         if self.best is None or value > self.best:
             self.best, self.best_step, self.below = value, step, 0
-            if self.margin is not None:
+            if self.margin is not None and self.lora:
+                from socratic_exp.models.adapters import lora_weights
+
+                self._weights = lora_weights(model)  # none at step 0, before the trainer adds the adapters
+            elif self.margin is not None:
                 self._weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             return False
         self.below = self.below + 1 if value < self.best - (self.margin or 0.0) else 0
@@ -164,7 +169,11 @@ class CollapseGuard:
         return self.stopped_at is not None
 
     def restore(self, model: Any) -> None:
-        if self._weights is not None:
+        if self._weights is not None and self.lora:
+            from socratic_exp.models.adapters import load_lora_weights
+
+            load_lora_weights(model, self._weights)
+        elif self._weights is not None:
             model.load_state_dict(self._weights)
 
     def summary(self) -> dict[str, Any]:

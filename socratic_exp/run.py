@@ -204,7 +204,6 @@ class Experiment:
             MetricsFileCallback,
             PeriodicEvalCallback,
             SamplerStateCallback,
-            scrub_training_args,
             tracker_position,
         )
         from socratic_exp.evaluation import Evaluator
@@ -257,7 +256,9 @@ class Experiment:
                 if student.chat or instruction
                 else splits
             )
-            guard = CollapseGuard(cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience)
+            guard = CollapseGuard(
+                cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
+            )
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student)
                 sink.log_evaluation(initial, 0, c.teacher)
@@ -301,8 +302,7 @@ class Experiment:
             if self.is_main:
                 sink.log_evaluation(final, step, c.teacher)
             if cfg.save_final_model:
-                trainer.save_model(str(checkpoint_root / "final"))
-                scrub_training_args(trainer.args, checkpoint_root / "final")
+                self._save_final(trainer, student, checkpoint_root / "final")
             objective = final[cfg.objective]
             if self.is_main:
                 self.record.complete(
@@ -325,6 +325,20 @@ class Experiment:
             raise
         finally:
             c.teacher.close()
+
+    def _save_final(self, trainer: Any, student: Any, folder: Path) -> None:
+        """The final model: with LoRA and ``model.lora.merge_on_save`` the adapters merged into the weights (a plain
+        transformers model), else what the trainer saves (the weights, or the adapters alone)."""
+        from socratic_exp.callbacks import scrub_training_args
+
+        if self.c.model.lora.enabled and self.c.model.lora.merge_on_save:
+            from socratic_exp.models.adapters import save_merged
+
+            if self.is_main:
+                save_merged(student.model, student.tokenizer, folder)
+        else:
+            trainer.save_model(str(folder))
+        scrub_training_args(trainer.args, folder)
 
     def _console_callbacks(self, trainer: Any) -> None:
         """Our progress line instead of transformers' bar and TRL's per-step dictionaries (``verbose=true`` keeps

@@ -75,10 +75,12 @@ def dpo_phase(
     seed: int,
 ) -> dict[str, float]:
     """DPO (TRL's DPOTrainer) on ``prompt`` / ``chosen`` / ``rejected`` rows, against a frozen copy of the model as it
-    was before the phase."""
+    was before the phase. With LoRA that copy is TRL's: a ``ref`` adapter copied from the trained one (no copy of the
+    base weights), deleted after the phase so that the next phase copies the adapter afresh."""
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
+    from socratic_exp.models.adapters import drop_adapter, is_lora
     from socratic_exp.models.base import frozen_copy
 
     pairs = Dataset.from_list(rows)
@@ -91,10 +93,19 @@ def dpo_phase(
         seed=seed,
         beta=beta,
     )
+    lora = is_lora(model)
     trainer = DPOTrainer(
-        model=model, ref_model=frozen_copy(model), args=args, train_dataset=pairs, processing_class=tokenizer
+        model=model,
+        ref_model=None if lora else frozen_copy(model),
+        args=args,
+        train_dataset=pairs,
+        processing_class=tokenizer,
     )
-    metrics = run_phase(trainer, prefix, eval_dataset=pairs)
+    try:
+        metrics = run_phase(trainer, prefix, eval_dataset=pairs)
+    finally:
+        if lora:
+            drop_adapter(model, "ref")
     margins = [entry["rewards/margins"] for entry in trainer.state.log_history if "rewards/margins" in entry]
     if margins:
         metrics[f"{prefix}/reward_margin"] = float(margins[-1])

@@ -280,6 +280,8 @@ def test_yaml_values_match_the_class_defaults(group, option):
         else:
             continue
         value = OmegaConf.to_container(node[key]) if OmegaConf.is_config(node[key]) else node[key]
+        if dataclasses.is_dataclass(default):  # a nested block, e.g. model.lora
+            default = dataclasses.asdict(default)
         assert value == default, f"{group}/{option}.yaml {key}={value!r} but the class default is {default!r}"
 
 

@@ -10,7 +10,7 @@ the student).
 
 The subclass exists because SDFT's "base" teacher is rebuilt from the model's path, i.e. the checkpoint the run
 started from; Socratic-RL's teacher is the student as it is now (before this distillation), so it gets a frozen
-copy of the current weights.
+copy of the current weights (with LoRA: a frozen copy of the student's adapter, deleted after the phase).
 
 ``distill/kl_before`` / ``kl_after``: the mean per-token KL above on a fixed set of ``kl_samples`` guided responses.
 """
@@ -63,46 +63,57 @@ class KLDistiller(TRLDistiller):
         from datasets import Dataset
         from trl.experimental.sdft import SDFTConfig
 
+        from socratic_exp.models.adapters import SNAPSHOT_ADAPTER, adapter_copy, drop_adapter, is_lora
         from socratic_exp.models.base import frozen_copy
         from socratic_exp.trl_phases import phase_args, run_phase
 
         triples = self.paired(data, seed)
-        teacher = dataclasses.replace(student, model=frozen_copy(student.model))
-        fixed = triples[: self.kl_samples]
-        responses = self.sample(teacher, guided(fixed), seed)
-        probe = [
-            (prompt, viewpoint, response) for (prompt, _, viewpoint), response in zip(fixed, responses, strict=True)
-        ]
-        kl_before = context_kl(student, teacher.model, probe)
-        rows = [{"prompt": prompt, "privileged_context": viewpoint} for prompt, _, viewpoint in triples]
-        args = phase_args(
-            SDFTConfig,
-            out_dir,
-            steps=self.steps,
-            batch_size=self.batch_size,
-            learning_rate=self.learning_rate,
-            seed=seed,
-            num_generations=self.num_generations,
-            max_completion_length=self.max_completion_length,
-            temperature=self.temperature,
-            distillation_mode=self.mode,
-            distillation_alpha=self.divergence_alpha,
-            distillation_topk=self.topk if self.mode == "topk_logits" else None,
-            generate_from_teacher=self.generate_from == "teacher",
-            teacher_prompt_template="{privileged_context}\n{prompt}",
-            chat_template_kwargs=student.chat_template_kwargs or None,
-        )
-        from socratic_exp.distillers.kl_trainer import ViewpointSDFTTrainer
+        lora = is_lora(student.model)
+        # the student as it is now: with LoRA a frozen copy of its adapter over the shared base weights
+        snapshot = adapter_copy(student.model, SNAPSHOT_ADAPTER) if lora else frozen_copy(student.model)
+        try:
+            teacher = dataclasses.replace(student, model=snapshot)
+            fixed = triples[: self.kl_samples]
+            responses = self.sample(teacher, guided(fixed), seed)
+            probe = [
+                (prompt, viewpoint, response) for (prompt, _, viewpoint), response in zip(fixed, responses, strict=True)
+            ]
+            kl_before = context_kl(student, teacher.model, probe)
+            rows = [{"prompt": prompt, "privileged_context": viewpoint} for prompt, _, viewpoint in triples]
+            args = phase_args(
+                SDFTConfig,
+                out_dir,
+                steps=self.steps,
+                batch_size=self.batch_size,
+                learning_rate=self.learning_rate,
+                seed=seed,
+                num_generations=self.num_generations,
+                max_completion_length=self.max_completion_length,
+                temperature=self.temperature,
+                distillation_mode=self.mode,
+                distillation_alpha=self.divergence_alpha,
+                distillation_topk=self.topk if self.mode == "topk_logits" else None,
+                generate_from_teacher=self.generate_from == "teacher",
+                teacher_prompt_template="{privileged_context}\n{prompt}",
+                chat_template_kwargs=student.chat_template_kwargs or None,
+                # "live" leaves the teacher's adapter to our snapshot; TRL's default, "base", would disable the adapters
+                **({"teacher_model_kind": "live"} if lora else {}),
+            )
+            from socratic_exp.distillers.kl_trainer import ViewpointSDFTTrainer
 
-        trainer = ViewpointSDFTTrainer(
-            model=student.model,
-            args=args,
-            train_dataset=Dataset.from_list(rows),
-            processing_class=student.tokenizer,
-            frozen_teacher=teacher.model,
-        )
-        metrics = run_phase(trainer, "distill")
-        return metrics | {"distill/kl_before": kl_before, "distill/kl_after": context_kl(student, teacher.model, probe)}
+            trainer = ViewpointSDFTTrainer(
+                model=student.model,
+                args=args,
+                train_dataset=Dataset.from_list(rows),
+                processing_class=student.tokenizer,
+                frozen_teacher=teacher.model,
+            )
+            metrics = run_phase(trainer, "distill")
+            kl_after = context_kl(student, teacher.model, probe)
+            return metrics | {"distill/kl_before": kl_before, "distill/kl_after": kl_after}
+        finally:
+            if lora:
+                drop_adapter(student.model, SNAPSHOT_ADAPTER)
 
 
 def context_kl(student: Student, teacher_model: Any, examples: list[tuple[Context, str, str]]) -> float:

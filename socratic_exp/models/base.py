@@ -6,6 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component, setting
+from socratic_exp.models.lora import LoRA
 
 if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task
@@ -30,6 +31,9 @@ class ModelSpec(Component):
     config_group: ClassVar[str] = "model"
 
     chat: bool = setting(False, "prompts go through the tokenizer's chat template (system + user turns)")
+    lora: LoRA = setting(
+        default_factory=LoRA, help="LoRA adapters instead of full fine-tuning (r: 0 = full fine-tuning; see lora.py)"
+    )
 
     def load(self, task: Task) -> Student:
         raise NotImplementedError

@@ -87,7 +87,8 @@ class TinyModel(ModelSpec):
     def cache_path(self, task: Task) -> Path:
         settings = {
             "format": WARMSTART_FORMAT,
-            "model": {k: v for k, v in self.options().items() if k != "cache_dir"},
+            # lora shapes the RL phase, not the warm-started weights
+            "model": {k: v for k, v in self.options().items() if k not in ("cache_dir", "lora")},
             "task": {"target": type(task).__qualname__, **task.warmstart_fingerprint()},
         }
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -161,7 +162,7 @@ class TinyModel(ModelSpec):
             model.save_pretrained(staged)
             tokenizer.save_pretrained(staged)
             info = {
-                "settings": self.options() | {"cache_dir": str(path.parent)},
+                "settings": {k: v for k, v in self.options().items() if k != "lora"} | {"cache_dir": str(path.parent)},
                 "task": task.warmstart_fingerprint(),
                 "parameters": model.num_parameters(),
                 "train_loss": result.training_loss,

@@ -144,13 +144,20 @@ class GRPO(Algorithm):
         return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe)]
 
     def build_trainer(self, ctx: RunContext) -> Any:
+        """The trainer; with ``model.lora.r > 0`` TRL wraps the student in LoRA adapters (``peft_config``), and the
+        run's student becomes that PEFT model, so that evaluation, teachers and distillers see the adapters."""
         trainer_cls = ctx.components.sampler.trainer_class(self.trainer_base())
-        return trainer_cls(
+        peft_config = ctx.components.model.lora.peft_config()
+        trainer = trainer_cls(
             model=ctx.student.model,
             reward_funcs=self.reward_functions(ctx),
             args=self.grpo_config(ctx),
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,
             callbacks=ctx.callbacks,
+            peft_config=peft_config,
             **self.trainer_extras(ctx),
         )
+        if peft_config is not None:
+            ctx.student.model = trainer.model
+        return trainer

@@ -33,6 +33,10 @@ distilled tokens), ``teacher_entropy``, ``reward_margin`` (mean per-token log q/
 rollouts: does the teacher tell them apart?), ``usable_feedback_share`` and the share per source,
 ``distillation_loss``. The teacher's memory (shared weights or a copy, and its size) is logged at start and kept in
 ``self_distillation/teacher_copy_mb``.
+
+**LoRA** (``model.lora.r > 0``): the teacher shares the base weights; ``copy`` is a second adapter (``teacher``,
+TRL's name) started as a copy of the student's and moved toward it by the same EMA, ``shared`` the student's own
+adapter (``_lora_teacher``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from socratic_exp.algorithms.sdpo.losses import (
     reweighted_advantages,
 )
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
+from socratic_exp.models.adapters import is_lora
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.sdpo.config import SDPO
@@ -90,7 +95,9 @@ class SDPOTrainer(GRPOTrainer):
         self._rows: list[dict[str, Any]] = []
         super().__init__(*args, **kwargs)
         student = self.accelerator.unwrap_model(self.model)
-        if sdpo.teacher_weights == "shared":
+        if is_lora(student):
+            self.teacher_model = self._lora_teacher(student)
+        elif sdpo.teacher_weights == "shared":
             self.teacher_model = student
         else:
             from socratic_exp.models.base import frozen_copy
@@ -101,15 +108,45 @@ class SDPOTrainer(GRPOTrainer):
         self.memory = self._teacher_memory(student)
         log.info("%s: %s", type(sdpo).__name__.lower(), self.memory["description"])
 
+    def _lora_teacher(self, student: Any) -> Any:
+        """With LoRA adapters the teacher shares the base weights: ``shared`` is the student's own adapter, ``copy`` a
+        second adapter started as a copy of it and moved toward it by the EMA (``models/adapters.py``). Either way a
+        view whose parameters are that adapter's, so the EMA and VPD's E-step touch only the adapter."""
+        from socratic_exp.models.adapters import (
+            STUDENT_ADAPTER,
+            TEACHER_ADAPTER,
+            AdapterEMACallback,
+            AdapterView,
+            adapter_copy,
+        )
+
+        if self.sdpo.teacher_weights == "shared":
+            return AdapterView(student, STUDENT_ADAPTER)
+        teacher = adapter_copy(student, TEACHER_ADAPTER)
+        if self.sdpo.ema_update_rate > 0:
+            self.add_callback(AdapterEMACallback(teacher, self.sdpo.ema_update_rate))
+        return teacher
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        """Resuming keeps which parameters train: with LoRA, transformers re-activates the student's adapter after
+        loading, which peft makes the only trainable one, while VPD's E-step trains the teacher adapter too (and the
+        optimizer state being loaded covers both)."""
+        flags = [(p, p.requires_grad) for p in self.model.parameters()]
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        for parameter, flag in flags:
+            parameter.requires_grad_(flag)
+
     # --- teacher memory -----------------------------------------------------------------------------------
     def _teacher_memory(self, student: Any) -> dict[str, Any]:
-        """What the teacher costs: nothing for shared weights, a copy of the parameters otherwise (plus, for
-        VPD, the E-step's optimizer state, added by the subclass)."""
-        parameters = sum(p.numel() for p in student.parameters())
-        size_mb = sum(p.numel() * p.element_size() for p in student.parameters()) / 2**20
+        """What the teacher costs: nothing for shared weights, a copy of the parameters otherwise (with LoRA: of the
+        adapter; plus, for VPD, the E-step's optimizer state, added by the subclass)."""
+        own = self.teacher_model if is_lora(student) else student
+        parameters = sum(p.numel() for p in own.parameters())
+        size_mb = sum(p.numel() * p.element_size() for p in own.parameters()) / 2**20
         copy = self.sdpo.teacher_weights == "copy"
         description = (
-            f"teacher = a copy of the student ({parameters:,} parameters, +{size_mb:.1f} MB)"
+            f"teacher = a copy of the student{' adapter' if own is not student else ''} "
+            f"({parameters:,} parameters, +{size_mb:.1f} MB)"
             if copy
             else "teacher = the student's own weights with the feedback in context (no extra memory)"
         )

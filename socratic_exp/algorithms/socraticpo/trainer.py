@@ -11,9 +11,9 @@ own reward and advantage (a per-token advantage tensor, which TRL's loss accepts
 of its own, without recomputing the shared context K times.
 
 **Advantages** (the maths is in ``rewards.py``): step-wise decayed rewards over the global batch (Eq. 17-19); with
-``backend=reinforce_pp`` the k1 KL to the initial policy (a frozen copy made at start) folded into each attempt's
-token returns as REINFORCE++ does, then normalised over the batch (Eq. 20); with ``backend=grpo`` normalised within
-each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
+``backend=reinforce_pp`` the k1 KL to the initial policy (a frozen copy made at start; with LoRA the base model,
+adapters disabled, no copy) folded into each attempt's token returns as REINFORCE++ does, then normalised over the
+batch (Eq. 20); with ``backend=grpo`` normalised within each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
 
 The rollout uses TRL's ``rollout_func`` hook (``_generate_single_turn`` for the generation itself); the subclass
 exists because TRL has no per-attempt rewards, teacher turns or reward decay. The entropy mask composes as a mixin
@@ -76,10 +76,13 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
         self._local = slice(0)
         self.ref_policy = None  # the initial policy, for the KL folded into the returns (REINFORCE++)
         if socratic.reward_kl_coef > 0:
+            from socratic_exp.models.adapters import base_view, is_lora
             from socratic_exp.models.base import frozen_copy
 
-            # a copy of the student as TRL patched it: its fused LM head scores the copy's own weights
-            self.ref_policy = frozen_copy(self.accelerator.unwrap_model(self.model))
+            student = self.accelerator.unwrap_model(self.model)
+            # LoRA: the base weights with the adapters disabled (no copy); else a copy of the student as TRL patched
+            # it (its fused LM head scores the copy's own weights)
+            self.ref_policy = base_view(student) if is_lora(student) else frozen_copy(student)
 
     # --- rollout ------------------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
