@@ -24,7 +24,8 @@ gradient (tests/test_vpd.py).
 context, so the E-step updates the student's weights on feedback-conditioned sequences (its own AdamW, the E-step's
 state: 2 copies of the trainable parameters). ``copy``: the teacher has its own weights, refined by the E-step and,
 with ``ema_update_rate`` > 0, moved toward the student after every M-step. ``reference_prior=fixed`` adds a frozen
-initial student.
+initial student (with LoRA: the base model, adapters off, no copy). With LoRA the E-step trains the teacher's adapter
+only (the student's own for ``shared``, a second one for ``copy``; ``SDPOTrainer._lora_teacher``).
 
 Logged at each E-step: ``vpd/e_step_loss``, ``vpd/reward_success`` / ``reward_failure`` (mean implicit reward of each
 side before the update), ``vpd/shift`` (delta), ``vpd/classifier_accuracy`` (share of trajectories on their side of
@@ -47,6 +48,8 @@ from socratic_exp.algorithms.vpd.estep import (
     e_step_loss,
     implicit_rewards,
 )
+from socratic_exp.models.adapters import base_view, is_lora
+from socratic_exp.models.base import frozen_copy
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.vpd.config import VPD
@@ -64,9 +67,9 @@ class VPDTrainer(SDPOTrainer):
         if settings.e_step == "off":
             return
         if settings.reference_prior == "fixed":
-            from socratic_exp.models.base import frozen_copy
-
-            self.reference_model = frozen_copy(self.accelerator.unwrap_model(self.model))
+            student = self.accelerator.unwrap_model(self.model)
+            # LoRA: the initial student is the base model with its adapters off (no copy)
+            self.reference_model = base_view(student) if is_lora(student) else frozen_copy(student)
         if settings.teacher_weights == "copy":
             self.teacher_model.requires_grad_(True)
         self.teacher_parameters = [p for p in self.teacher_model.parameters() if p.requires_grad]
@@ -78,12 +81,16 @@ class VPDTrainer(SDPOTrainer):
         memory = super()._teacher_memory(student)
         if self.sdpo.e_step == "off":
             return memory
-        size_mb = sum(p.numel() * p.element_size() for p in student.parameters()) / 2**20
-        fixed = self.sdpo.reference_prior == "fixed"
-        extra = 2 * size_mb + (size_mb if fixed else 0.0)
+
+        def size_mb(model: Any) -> float:
+            return sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+
+        fixed_copy = self.sdpo.reference_prior == "fixed" and not is_lora(student)
+        # the E-step's AdamW state covers the teacher's own parameters (with LoRA: its adapter)
+        extra = 2 * size_mb(self.teacher_model) + (size_mb(student) if fixed_copy else 0.0)
         memory["copy_mb"] += extra
         memory["description"] += f"; the E-step adds +{extra:.1f} MB (its AdamW state" + (
-            ", a frozen initial student for the fixed prior)" if fixed else ")"
+            ", a frozen initial student for the fixed prior)" if fixed_copy else ")"
         )
         return memory
 
