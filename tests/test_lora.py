@@ -365,6 +365,30 @@ def test_socraticpo_reference_policy_is_the_base_model(cache_dir, monkeypatch):
     assert trainer.components.teacher._teacher.model is trainer.model.get_base_model()
 
 
+@pytest.mark.slow
+def test_vpd_e_step_trains_only_the_adapter_against_the_base_model(cache_dir, monkeypatch):
+    """The fixed prior is the base model with adapters off (no copy), and an E-step on a batch with both outcomes moves
+    the student's adapter (the shared teacher's) and no base weight."""
+    import socratic_exp.models.base as models_base
+
+    monkeypatch.setattr(models_base, "frozen_copy", lambda *_: pytest.fail("frozen_copy called"))
+    trainer, _ = _trainer(cache_dir, "vpd", "algorithm.reference_prior=fixed", "algorithm.feedback=environment")
+    assert trainer.reference_model.adapter is None and trainer.reference_model.peft_model is trainer.model
+    assert [id(p) for p in trainer.teacher_parameters] == [id(p) for p in trainer.teacher_model.parameters()]
+    assert sum(p.numel() for p in trainer.teacher_parameters) == R4_ALL_LINEAR
+    rows = [dict(trainer.train_dataset[i]) for i in range(4) for _ in range(4)]
+    trainer.model.train()
+    trainer._after_contexts = lambda *args: None
+    output = trainer._generate_and_score_completions(rows)
+    correct = torch.tensor([float(i % 2 == 0) for i in range(16)])
+    batch = dict(output, correct=correct, distill_mask=torch.ones(16))
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    metrics = trainer.e_step(batch)
+    assert metrics["skipped"] == 0.0 and metrics["successes"] == 8.0
+    moved = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
+    assert moved and all(".default." in n and "lora_" in n for n in moved)
+
+
 # --- whole runs -----------------------------------------------------------------------------------------------------
 QUICK = ("debug=quick_warmstart", "model.lora.r=4", "logger=none")
 DISTILL = ("algorithm=socratic_rl", "algorithm.distill_every=2")  # one distillation, at the last step
@@ -373,7 +397,7 @@ ALGORITHMS = {  # overrides -> a metric the method's LoRA path writes
     "entropy_masked": (("algorithm=entropy_masked",), "entropy_mask/kept_fraction"),
     "socraticpo": (("algorithm=socraticpo", "teacher=llm"), "socraticpo/reward_kl"),
     "sdpo": (("algorithm=sdpo", "algorithm.teacher_weights=copy"), "self_distillation/teacher_student_kl"),
-    "vpd": (("algorithm=vpd",), "vpd/e_step_loss"),
+    "vpd": (("algorithm=vpd", "algorithm.feedback=environment"), "vpd/skipped"),
     "socratic_rl-kl": ((*DISTILL, "distiller=kl"), "distill/kl_after"),
     "socratic_rl-dpo": ((*DISTILL, "distiller=dpo"), "distill/pairs"),
     "socratic_rl-sft": ((*DISTILL, "distiller=sft"), "distill/examples"),
