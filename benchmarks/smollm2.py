@@ -1,7 +1,7 @@
 """``model=smollm2_135m`` on CPU: greedy accuracy before training, and the algorithms' step time and peak memory.
 
     python benchmarks/smollm2.py accuracy [--questions 200] [--max-new-tokens 384] [--out FILE.jsonl]
-    python benchmarks/smollm2.py step-time [--repeats 3] [--lora-r R] [overrides...]
+    python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [overrides...]
     python benchmarks/smollm2.py memory [--lora-r R] [overrides...]
 
 ``accuracy`` reads ``--data`` (default ``$SOCRATIC_EXP_DATA`` or ``../shared/data``): 200 questions of the GSM8K
@@ -14,7 +14,7 @@ of the weights) and runs whole steps on the same prompts, rotating which goes fi
 rollout (SocraticPO's attempts and guidance, SDPO / VPD's teacher contexts and VPD's E-step), then loss and backward;
 the optimizer step, the same AdamW for all, is left out. The figure is seconds per 1,000 completion tokens the step
 trained on (the student's own tokens, SocraticPO's later attempts included, teacher turns not), median over repeats.
-``memory`` runs each algorithm in a process of its own for 2 whole training steps (optimizer included) and reads its
+``memory`` runs each algorithm in a process of its own for one whole training step (optimizer included) and reads its
 peak resident memory. With ``--lora-r R`` each algorithm also runs with ``model.lora.r=R`` (LoRA adapters), paired
 against full fine-tuning, where the checkout has a ``model.lora`` block.
 """
@@ -46,11 +46,12 @@ ALGORITHMS = {
     "sdpo": ["algorithm=sdpo"],
     "vpd": ["algorithm=vpd"],
 }
-# One GSM8K step of a usable size on 2 cores: 2 prompts x 4 completions of up to 128 tokens.
+# A small GSM8K step, so that every arm runs a few times on 2 shared cores: 2 prompts x 2 completions of up to 64 tokens
+# (SocraticPO: per attempt, up to 3 attempts).
 BATCH = [
-    "algorithm.batch_size=8",
-    "algorithm.num_generations=4",
-    "algorithm.max_completion_length=128",
+    "algorithm.batch_size=4",
+    "algorithm.num_generations=2",
+    "algorithm.max_completion_length=64",
     "algorithm.learning_rate=1e-6",
     "algorithm.log_completions=false",
     "algorithm.save_steps=1000",
@@ -179,20 +180,21 @@ def step_time(args: argparse.Namespace) -> None:
                 torch.manual_seed(repeat)
                 if hasattr(trainer, "e_step"):
                     trainer._last_e_step = None  # no training loop moves global_step here: every step is an E-step
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 batch = trainer._generate_and_score_completions(rows)
                 middle = time.perf_counter()
                 trainer.compute_loss(trainer.model, batch).backward()
                 trainer.model.zero_grad()
-                end = time.perf_counter()
+                end, end_cpu = time.perf_counter(), time.process_time()
                 tokens = student_tokens(batch)
                 print(
                     f"  round {repeat} {name:<22} rollout {middle - start:6.1f} s, loss+backward {end - middle:6.1f} s,"
-                    f" {tokens} student tokens",
+                    f" CPU {end_cpu - start_cpu:6.1f} s, {tokens} student tokens",
                     flush=True,
                 )
                 if repeat:
                     per_k[name].append((end - start) / tokens * 1000)
+                    parts[name]["cpu_per_k"].append((end_cpu - start_cpu) / tokens * 1000)
                     parts[name]["rollout"].append(middle - start)
                     parts[name]["loss"].append(end - middle)
                     parts[name]["tokens"].append(tokens)
@@ -201,11 +203,14 @@ def step_time(args: argparse.Namespace) -> None:
         f"{algorithm.max_completion_length} tokens each), torch threads {torch.get_num_threads()}, "
         f"median of {args.repeats}:"
     )
+    grpo = per_k.get("grpo")
     for name, values in per_k.items():
         median = {key: statistics.median(v) for key, v in parts[name].items()}
+        ratio = statistics.median(v / g for v, g in zip(values, grpo, strict=True)) if grpo else float("nan")
         print(
-            f"  {name:<22} {statistics.median(values):6.2f} s per 1,000 student tokens (rollout {median['rollout']:.1f}"
-            f" s + loss and backward {median['loss']:.1f} s, {median['tokens']:.0f} tokens)"
+            f"  {name:<22} {statistics.median(values):7.1f} s per 1,000 student tokens (x{ratio:.2f} of grpo, "
+            f"paired; CPU {median['cpu_per_k']:.1f} s): rollout {median['rollout']:.1f} s + loss and backward "
+            f"{median['loss']:.1f} s for {median['tokens']:.0f} tokens"
         )
 
 
@@ -222,7 +227,7 @@ def memory(args: argparse.Namespace) -> None:
 
 
 def memory_one(args: argparse.Namespace) -> None:
-    components = components_for(args.overrides, args.data, ["algorithm.max_steps=2"])
+    components = components_for(args.overrides, args.data, ["algorithm.max_steps=1"])
     student = components.model.load(components.task)
     data = render_splits(components.task.build(), components.task.instruction(), student.chat)
     components.teacher.attach(components.task, student)
@@ -240,7 +245,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=384)
     parser.add_argument("--batch-size", type=int, default=40)
     parser.add_argument("--out", default=None)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--lora-r", type=int, default=None, help="also run every algorithm with model.lora.r=R")
     args, args.overrides = parser.parse_known_args()
     {"accuracy": accuracy, "step-time": step_time, "memory": memory, "memory-one": memory_one}[args.command](args)

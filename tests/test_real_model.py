@@ -140,6 +140,7 @@ def test_the_converted_folder_holds_the_gguf_weights(smol):
     from gguf.quants import dequantize
     from transformers import AutoModelForCausalLM
 
+    from socratic_exp.models.hub import HubModel
     from socratic_exp.models.smollm2 import wheel_gguf_file
 
     config = json.loads((smol / "config.json").read_text())
@@ -147,6 +148,8 @@ def test_the_converted_folder_holds_the_gguf_weights(smol):
     assert (config["model_type"], config["num_hidden_layers"], config["hidden_size"]) == ("llama", 30, 576)
     if not (smol / "converted.json").is_file():
         pytest.skip("loaded from the HF cache: no conversion to compare")
+    # model.name=<the same .gguf file> on any Hub-model option finds the same conversion (no second one)
+    assert HubModel(name=str(wheel_gguf_file()), cache_dir=str(smol.parent)).resolve() == str(smol)
     reader = GGUFReader(wheel_gguf_file())
     tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
     expected = torch.from_numpy(np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32))
