@@ -208,7 +208,7 @@ class Experiment:
         )
         from socratic_exp.evaluation import Evaluator
         from socratic_exp.plots import plot_learning_curves
-        from socratic_exp.tasks.base import render_prompt
+        from socratic_exp.tasks.base import render_splits
 
         c, cfg = self.c, self.cfg
         if not self.verbose:  # datasets' "Map: 100%" and transformers' "Writing model shards" bars
@@ -249,13 +249,8 @@ class Experiment:
             c.teacher.attach(c.task, student)
             assistant = None if isinstance(c.teacher, NoTeacher) else c.teacher
             evaluator = Evaluator(c.task, splits["eval"], c.eval, assistant)
-            instruction = c.task.instruction()
             # the same rendering as evaluation's: chat messages (system + user) or the plain prompt
-            data = (
-                splits.map(lambda row: {"prompt": render_prompt(row["prompt"], instruction, student.chat)})
-                if student.chat or instruction
-                else splits
-            )
+            data = render_splits(splits, c.task.instruction(), student.chat)
             guard = CollapseGuard(
                 cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
             )

@@ -286,6 +286,60 @@ def test_verdict_reasons(verify, completion, answer, reason, extracted):
     assert verdict.score == (1.0 if reason == "correct" else 0.0)
 
 
+# --- real completions -------------------------------------------------------------------------------------------
+# Greedy answers of SmolLM2-135M-Instruct (model=smollm2_135m) to GSM8K / MultiArith questions asked for \\boxed{},
+# their final paragraphs verbatim: it never boxes, and ends with "The answer is N." (read), a bare sentence with the
+# number (not an answer in any asked format) or a loop cut at the token cap.
+SMOLLM2 = [
+    (
+        "So, Amy sold 632 - 48 = 188 pastries.\n\nTherefore, Amy sold 188 pastries.\n\nThe answer is 188.",
+        "51",
+        "wrong",
+        "188",
+    ),
+    (
+        "The difference between your brother's age and my brother's age is 1 - 5 = 2.\n\nThe answer is 2 years.\n\n"
+        "So, the final answer is 2 years.",
+        "13",
+        "wrong",
+        "2",
+    ),
+    (
+        "So, Leila spent $7 on the three of them.\n\nThe final answer is 7 + 7 = 12.\n\nThe three of them spent $12 on "
+        "the three of them.",
+        "14",
+        "wrong",
+        "12",
+    ),
+    (
+        "Finally, we can find the number of remaining cats by subtracting the number of remaining cats from the total "
+        "number of cats sold. So, 64 - 19 = 22 cats are left.\n\nThe final answer is 22.",
+        "8",
+        "wrong",
+        "22",
+    ),
+    (
+        "Now, we need to find out how many pieces of chocolate candy Ned still had. We can do this by dividing 72 "
+        "by 14, which gives us 2.5.\n\nSo, Ned still had 2.5 pieces of chocolate candy.",
+        "42",
+        "format",
+        None,
+    ),
+    (
+        "Adrien's salary increased by 40% of 30% of 40% of 30% of 40% of 30% of 40% of 40% of 40% of 40% of 40% of 40%",
+        "95200",
+        "format",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "reason", "extracted"), SMOLLM2)
+def test_real_smollm2_answers_are_read_as_written(completion, answer, reason, extracted):
+    verdict = vf.verify_number(completion, answer)
+    assert (verdict.reason, verdict.extracted) == (reason, extracted)
+
+
 # --- hostile completions ----------------------------------------------------------------------------------------
 VERIFIERS = [
     (vf.verify_number, "18"),

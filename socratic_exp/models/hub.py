@@ -1,6 +1,7 @@
 """Hugging Face Hub models (``model=qwen3_*`` presets, or any ``model.name``): loaded with ``from_pretrained``.
 
-Offline, a model that is not in the local cache fails with one line that says how to get it.
+Offline, a model that is not in the local cache fails with one line that says how to get it. ``model.name`` may
+also be a ``.gguf`` file, converted once into a cached transformers folder (``models/gguf.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class HubModel(ModelSpec):
-    name: str = setting(help="a Hugging Face Hub model name or a local folder (the HF cache serves it offline)")
+    name: str = setting(
+        help="a Hugging Face Hub model name, a local folder (the HF cache serves it offline) or a .gguf file"
+    )
     chat: bool = True
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
         "auto", "weights' dtype (auto: bfloat16 on GPUs that support it, else float32)"
@@ -32,13 +35,25 @@ class HubModel(ModelSpec):
     enable_thinking: bool | None = setting(
         False, "Qwen3 chat-template switch for a thinking block (null: pass nothing to the template)"
     )
+    cache_dir: str | None = setting(
+        None, "where .gguf files are converted to (null: $SOCRATIC_EXP_CACHE or ~/.cache/socratic_exp)"
+    )
 
     def validate(self) -> None:
-        self.check("name", bool(self.name.strip()), "must name a Hub model or a local folder")
+        self.check("name", bool(self.name.strip()), "must name a Hub model, a local folder or a .gguf file")
+
+    def resolve(self) -> str:
+        """What ``from_pretrained`` loads: the name itself, or the cached conversion of a ``.gguf`` file."""
+        if self.name.lower().endswith(".gguf"):
+            from socratic_exp.models.gguf import gguf_folder
+
+            return str(gguf_folder(self.name, key="model.name", cache_dir=self.cache_dir))
+        return self.name
 
     def load(self, task: Task) -> Student:
+        path = self.resolve()
         model, tokenizer, dtype = load_pretrained(
-            self.name,
+            path,
             key="model.name",
             dtype=self.dtype,
             revision=self.revision,
@@ -49,10 +64,10 @@ class HubModel(ModelSpec):
         return Student(
             model=model,
             tokenizer=tokenizer,
-            path=self.name,
+            path=path,
             chat=self.chat,
             chat_template_kwargs=template_kwargs,
-            info={"name": self.name, "dtype": dtype, "parameters": model.num_parameters()},
+            info={"name": self.name, "path": path, "dtype": dtype, "parameters": model.num_parameters()},
         )
 
 

@@ -98,6 +98,9 @@ class ArithmeticTask(Task):
     preamble_share: float = setting(
         0.15, "warm-start corpus: share of traces with a principle line before the question", ge=0.0, le=1.0
     )
+    system_prompt: str | None = setting(
+        None, "an answer instruction for pretrained models (system turn / preamble); null: none (the tiny model's)"
+    )
 
     name: ClassVar[str] = "arithmetic"
     fits_tiny_model: ClassVar[bool] = True
@@ -113,8 +116,14 @@ class ArithmeticTask(Task):
                 f"{kind}={rate} is not a misconception in {sorted(ex.MISCONCEPTIONS)} with a rate in [0, 1]",
             )
 
+    def instruction(self) -> str:
+        """None by default: the tiny model learnt the format from its warm-start, and a preamble it never saw would
+        only confuse it. A pretrained chat model has to be told the ``A: n`` format (see qwen3_arithmetic)."""
+        return self.system_prompt or ""
+
     def warmstart_fingerprint(self) -> dict:
-        return {k: v for k, v in self.options().items() if k != "train_size"}
+        # the instruction is prompt rendering, not warm-start data: the cached student stays valid when it changes
+        return {k: v for k, v in self.options().items() if k not in ("train_size", "system_prompt")}
 
     # --- splits -----------------------------------------------------------------------------------------------
     def build(self) -> DatasetDict:

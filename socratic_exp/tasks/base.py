@@ -30,6 +30,14 @@ def render_prompt(prompt: str, instruction: str, chat: bool) -> str | Messages:
     return f"{instruction}\n\n{prompt}" if instruction else prompt
 
 
+def render_splits(splits: DatasetDict, instruction: str, chat: bool) -> DatasetDict:
+    """Every split's ``prompt`` column through ``render_prompt``: what the trainers get (the model's chat messages or
+    plain text). Unchanged when there is nothing to render (a plain model and no instruction: the tiny model)."""
+    if not (chat or instruction):
+        return splits
+    return splits.map(lambda row: {"prompt": render_prompt(row["prompt"], instruction, chat)})
+
+
 def with_context(prompt: str | Messages, context: str) -> str | Messages:
     """A rendered prompt with ``context`` lines (e.g. Socratic-RL's viewpoints) before the question: in front of a
     plain prompt, or at the start of the last user turn of chat messages. This is also the layout of TRL's SDFT

@@ -1,0 +1,255 @@
+"""``model=smollm2_135m`` on CPU: greedy accuracy before training, and the algorithms' step time and peak memory.
+
+    python benchmarks/smollm2.py accuracy [--questions 200] [--max-new-tokens 384] [--out FILE.jsonl]
+    python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [overrides...]
+    python benchmarks/smollm2.py memory [--lora-r R] [overrides...]
+
+``accuracy`` reads ``--data`` (default ``$SOCRATIC_EXP_DATA`` or ``../shared/data``): 200 questions of the GSM8K
+test set (the same sample as a run's ``task.eval_size=200``) and of MultiArith, answered greedily as the run's
+evaluation does (chat template, the task's instruction as the system turn), with the share of answers the verifier
+could not read, broken down by reason; ``--out`` keeps every completion for reading.
+
+``step-time`` builds a GSM8K trainer for grpo, socraticpo, sdpo and vpd from one SmolLM2 student (each its own copy
+of the weights) and runs whole steps on the same prompts, rotating which goes first (paired, in one process): the
+rollout (SocraticPO's attempts and guidance, SDPO / VPD's teacher contexts and VPD's E-step), then loss and backward;
+the optimizer step, the same AdamW for all, is left out. The figure is seconds per 1,000 completion tokens the step
+trained on (the student's own tokens, SocraticPO's later attempts included, teacher turns not), median over repeats.
+``memory`` runs each algorithm in a process of its own for one whole training step (optimizer included) and reads its
+peak resident memory. With ``--lora-r R`` each algorithm also runs with ``model.lora.r=R`` (LoRA adapters), paired
+against full fine-tuning, where the checkout has a ``model.lora`` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from paired_trainers import build_trainer  # benchmarks/ is on the path of a script run from it
+
+from socratic_exp.tasks.base import render_splits
+
+ROOT = Path(__file__).resolve().parent.parent
+ALGORITHMS = {
+    "grpo": ["algorithm=grpo"],
+    "socraticpo": ["algorithm=socraticpo", "teacher=rule"],  # on GSM8K the rule teacher passes on the verdict
+    "sdpo": ["algorithm=sdpo"],
+    "vpd": ["algorithm=vpd"],
+}
+# A small GSM8K step, so that every arm runs a few times on 2 shared cores: 2 prompts x 2 completions of up to 64 tokens
+# (SocraticPO: per attempt, up to 3 attempts).
+BATCH = [
+    "algorithm.batch_size=4",
+    "algorithm.num_generations=2",
+    "algorithm.max_completion_length=64",
+    "algorithm.learning_rate=1e-6",
+    "algorithm.log_completions=false",
+    "algorithm.save_steps=1000",
+    "logger=none",
+]
+
+
+def data_overrides(data: Path, task: str = "gsm8k") -> list[str]:
+    if task == "gsm8k":
+        files = f"{{train:{data}/gsm8k/train.jsonl,eval:{data}/gsm8k/test.jsonl}}"
+    else:  # MultiArith ships one file: its questions serve as both splits (only evaluation reads them here)
+        files = f"{{train:{data}/multiarith/test.jsonl,eval:{data}/multiarith/test.jsonl}}"
+    return [f"task={task}", f"task.data_files={files}"]
+
+
+# --- accuracy ----------------------------------------------------------------------------------------------------
+def accuracy(args: argparse.Namespace) -> None:
+    from socratic_exp.components import build_components
+    from socratic_exp.evaluation import generate
+    from socratic_exp.hydra_support import compose
+
+    student = None
+    records = []
+    for task_name in ("gsm8k", "multiarith"):
+        cfg = compose("model=smollm2_135m", *data_overrides(args.data, task_name), f"task.eval_size={args.questions}")
+        components = build_components(cfg)
+        task = components.task
+        rows = task.build()["eval"].to_list()
+        if student is None:
+            student = components.model.load(task)
+        started = time.perf_counter()
+        texts = generate(
+            student,
+            [row["prompt"] for row in rows],
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            instruction=task.instruction(),
+        )
+        seconds = time.perf_counter() - started
+        verdicts = [task.verify(text, row["answer"]) for text, row in zip(texts, rows, strict=True)]
+        lengths = [len(student.tokenizer(text, add_special_tokens=False).input_ids) for text in texts]
+        reasons = collections.Counter(v.reason for v in verdicts)
+        at_cap = sum(n >= args.max_new_tokens for n in lengths)
+        print(
+            f"{task_name}: greedy accuracy {sum(v.score for v in verdicts) / len(rows):.3f} on {len(rows)} questions, "
+            f"no readable answer {sum(v.extracted is None for v in verdicts) / len(rows):.3f} "
+            f"({dict(sorted(reasons.items()))}); {at_cap} answers hit the {args.max_new_tokens}-token cap; "
+            f"median length {statistics.median(lengths):.0f} tokens; {seconds:.0f} s",
+            flush=True,
+        )
+        for row, text, verdict, length in zip(rows, texts, verdicts, lengths, strict=True):
+            records.append(
+                {
+                    "task": task_name,
+                    "question": row["prompt"],
+                    "answer": row["answer"],
+                    "completion": text,
+                    "tokens": length,
+                    "reason": verdict.reason,
+                    "extracted": verdict.extracted,
+                }
+            )
+    if args.out:
+        Path(args.out).write_text("".join(json.dumps(record) + "\n" for record in records))
+        print(f"completions written to {args.out}")
+
+
+# --- step time ---------------------------------------------------------------------------------------------------
+def arms(lora_r: int | None) -> dict[str, list[str]]:
+    """Algorithm arms: full fine-tuning, and with ``lora_r`` the same algorithms with LoRA adapters."""
+    chosen = {name: overrides for name, overrides in ALGORITHMS.items()}
+    if lora_r is None:
+        return chosen
+    if not has_lora():
+        print("model.lora is not in this checkout's model options: LoRA arms skipped, full fine-tuning only")
+        return chosen
+    return chosen | {f"{name} (lora r={lora_r})": [*o, f"model.lora.r={lora_r}"] for name, o in ALGORITHMS.items()}
+
+
+def has_lora() -> bool:
+    from socratic_exp.hydra_support import compose
+
+    return "lora" in compose("model=smollm2_135m").model
+
+
+def components_for(overrides: list[str], data: Path, extra: list[str]) -> Any:
+    from socratic_exp.components import build_components
+    from socratic_exp.hydra_support import compose
+
+    return build_components(compose("model=smollm2_135m", *data_overrides(data), *BATCH, *overrides, *extra))
+
+
+def student_tokens(batch: dict[str, Any]) -> int:
+    """The completion tokens the loss covers: the student's (SocraticPO's teacher turns excluded)."""
+    mask = batch["completion_mask"]
+    if "tool_mask" in batch:
+        mask = mask * batch["tool_mask"]
+    return int(mask.sum())
+
+
+def step_time(args: argparse.Namespace) -> None:
+    import torch
+
+    chosen = arms(args.lora_r)
+    options = {name: components_for(overrides, args.data, args.overrides) for name, overrides in chosen.items()}
+    base = next(iter(options.values()))
+    student = base.model.load(base.task)
+    data = render_splits(base.task.build(), base.task.instruction(), student.chat)  # as a run gives the trainers
+    trainers = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, components in options.items():
+            own = copy.copy(student)
+            own.model = copy.deepcopy(student.model)
+            components.teacher.attach(components.task, own)
+            trainers[name] = build_trainer(components, data, own, Path(tmp) / name.replace(" ", "_"))
+        algorithm = base.algorithm
+        prompts = algorithm.batch_size // algorithm.num_generations
+        per_k: dict[str, list[float]] = collections.defaultdict(list)
+        parts: dict[str, dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+        for repeat in range(1 + args.repeats):  # the first round warms up
+            rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
+            rows = [row for row in rows for _ in range(algorithm.num_generations)]
+            order = list(trainers.items())
+            shift = repeat % len(order)
+            for name, trainer in order[shift:] + order[:shift]:
+                torch.manual_seed(repeat)
+                if hasattr(trainer, "e_step"):
+                    trainer._last_e_step = None  # no training loop moves global_step here: every step is an E-step
+                start, start_cpu = time.perf_counter(), time.process_time()
+                batch = trainer._generate_and_score_completions(rows)
+                middle = time.perf_counter()
+                trainer.compute_loss(trainer.model, batch).backward()
+                trainer.model.zero_grad()
+                end, end_cpu = time.perf_counter(), time.process_time()
+                tokens = student_tokens(batch)
+                print(
+                    f"  round {repeat} {name:<22} rollout {middle - start:6.1f} s, loss+backward {end - middle:6.1f} s,"
+                    f" CPU {end_cpu - start_cpu:6.1f} s, {tokens} student tokens",
+                    flush=True,
+                )
+                if repeat:
+                    per_k[name].append((end - start) / tokens * 1000)
+                    parts[name]["cpu_per_k"].append((end_cpu - start_cpu) / tokens * 1000)
+                    parts[name]["rollout"].append(middle - start)
+                    parts[name]["loss"].append(end - middle)
+                    parts[name]["tokens"].append(tokens)
+    print(
+        f"one step on {algorithm.batch_size} completions ({prompts} prompts x {algorithm.num_generations}, at most "
+        f"{algorithm.max_completion_length} tokens each), torch threads {torch.get_num_threads()}, "
+        f"median of {args.repeats}:"
+    )
+    grpo = per_k.get("grpo")
+    for name, values in per_k.items():
+        median = {key: statistics.median(v) for key, v in parts[name].items()}
+        ratio = statistics.median(v / g for v, g in zip(values, grpo, strict=True)) if grpo else float("nan")
+        print(
+            f"  {name:<22} {statistics.median(values):7.1f} s per 1,000 student tokens (x{ratio:.2f} of grpo, "
+            f"paired; CPU {median['cpu_per_k']:.1f} s): rollout {median['rollout']:.1f} s + loss and backward "
+            f"{median['loss']:.1f} s for {median['tokens']:.0f} tokens"
+        )
+
+
+# --- memory ------------------------------------------------------------------------------------------------------
+def memory(args: argparse.Namespace) -> None:
+    results = {}
+    for name, overrides in arms(args.lora_r).items():
+        command = [sys.executable, __file__, "memory-one", "--data", str(args.data), *overrides, *args.overrides]
+        proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
+        if proc.returncode:
+            sys.exit(f"{name}: {proc.stderr[-3000:]}")
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"  {name:<22} peak RSS {results[name]['peak_rss_mb']:8.0f} MB", flush=True)
+
+
+def memory_one(args: argparse.Namespace) -> None:
+    components = components_for(args.overrides, args.data, ["algorithm.max_steps=1"])
+    student = components.model.load(components.task)
+    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
+    components.teacher.attach(components.task, student)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_trainer(components, data, student, Path(tmp)).train()
+    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["accuracy", "step-time", "memory", "memory-one"])
+    default_data = os.environ.get("SOCRATIC_EXP_DATA") or ROOT.parent / "shared" / "data"
+    parser.add_argument("--data", type=Path, default=default_data, help="../shared/data, or $SOCRATIC_EXP_DATA")
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--max-new-tokens", type=int, default=384)
+    parser.add_argument("--batch-size", type=int, default=40)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--lora-r", type=int, default=None, help="also run every algorithm with model.lora.r=R")
+    args, args.overrides = parser.parse_known_args()
+    {"accuracy": accuracy, "step-time": step_time, "memory": memory, "memory-one": memory_one}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
