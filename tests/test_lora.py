@@ -421,11 +421,12 @@ def test_every_algorithm_runs_with_lora(run_app, name):
 
 @pytest.mark.slow
 def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
-    """VPD: the student's adapter and the teacher adapter, which its E-step trains (so the optimizer state to load
-    covers both)."""
+    """VPD with a copy teacher: the student's adapter and the teacher adapter, which its E-step trains (so the
+    optimizer state to load covers both)."""
     from safetensors.torch import load_file
 
-    proc, outputs = run_app(*QUICK, "algorithm=vpd", "model.lora.merge_on_save=false")
+    copy = ("algorithm.teacher_weights=copy", "algorithm.ema_update_rate=0.05")
+    proc, outputs = run_app(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     checkpoints = run_dir / "checkpoints"
@@ -439,7 +440,7 @@ def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
     summary = read_summary(run_dir)
     summary["status"] = "running"
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    proc, _ = run_app(*QUICK, "algorithm=vpd", "model.lora.merge_on_save=false", "resume=auto")
+    proc, _ = run_app(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false", "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = read_summary(run_dir)
     assert resumed["status"] == "completed" and resumed["resumed"] is True and resumed["steps"] == 4

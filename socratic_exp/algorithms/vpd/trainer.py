@@ -49,7 +49,6 @@ from socratic_exp.algorithms.vpd.estep import (
     implicit_rewards,
 )
 from socratic_exp.models.adapters import base_view, is_lora
-from socratic_exp.models.base import frozen_copy
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.vpd.config import VPD
@@ -67,6 +66,8 @@ class VPDTrainer(SDPOTrainer):
         if settings.e_step == "off":
             return
         if settings.reference_prior == "fixed":
+            from socratic_exp.models.base import frozen_copy
+
             student = self.accelerator.unwrap_model(self.model)
             # LoRA: the initial student is the base model with its adapters off (no copy)
             self.reference_model = base_view(student) if is_lora(student) else frozen_copy(student)
