@@ -66,3 +66,23 @@ def run_dirs(outputs: Path) -> list[Path]:
 
 def read_summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def build_trainer(components, student, data, run_name: str = "test"):
+    """The algorithm's TRL trainer as a run builds it, outside the training loop (a temporary run folder, no
+    callbacks, no loggers)."""
+    import tempfile
+
+    from socratic_exp.algorithms.base import RunContext
+
+    ctx = RunContext(
+        components=components,
+        data=data,
+        student=student,
+        run_dir=Path(tempfile.mkdtemp()),
+        run_name=run_name,
+        seed=0,
+        callbacks=[],
+        report_to=[],
+    )
+    return components.algorithm.build_trainer(ctx)

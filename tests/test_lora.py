@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, compose, read_summary, run_dirs
+from conftest import ROOT, build_trainer, compose, read_summary, run_dirs
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import ConfigError
@@ -294,8 +294,6 @@ def test_a_dpo_phase_trains_the_adapter_against_a_ref_adapter_and_removes_it(tmp
 
 # --- the algorithms' trainers on the warm-started tiny model --------------------------------------------------------
 def _trainer(cache_dir, algorithm, *overrides):
-    from socratic_exp.algorithms.base import RunContext
-
     cfg = compose(
         f"algorithm={algorithm}", "debug=fast", "debug=quick_warmstart", "logger=none", "model.lora.r=4",
         f"model.cache_dir={cache_dir}", *overrides,
@@ -303,17 +301,7 @@ def _trainer(cache_dir, algorithm, *overrides):
     c = build_components(cfg, {"algorithm": algorithm})
     student = c.model.load(c.task)
     c.teacher.attach(c.task, student)
-    ctx = RunContext(
-        components=c,
-        data=c.task.build(),
-        student=student,
-        run_dir=Path(tempfile.mkdtemp()),
-        run_name="test",
-        seed=0,
-        callbacks=[],
-        report_to=[],
-    )
-    return c.algorithm.build_trainer(ctx), student
+    return build_trainer(c, student, c.task.build()), student
 
 
 @pytest.mark.slow

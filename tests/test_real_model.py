@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import compose, read_summary, run_dirs
+from conftest import build_trainer, compose, read_summary, run_dirs
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
@@ -88,20 +88,8 @@ def setup(smol, cache_dir, data_dir, *extra: str, task: str = "gsm8k"):
 
 def trainer_for(smol, cache_dir, data_dir, *extra: str):
     """The algorithm's trainer on SmolLM2, outside a training loop, and two training rows per prompt group."""
-    from socratic_exp.algorithms.base import RunContext
-
     c, student, data = setup(smol, cache_dir, data_dir, *extra)
-    ctx = RunContext(
-        components=c,
-        data=data,
-        student=student,
-        run_dir=Path(tempfile.mkdtemp()),
-        run_name="real",
-        seed=0,
-        callbacks=[],
-        report_to=[],
-    )
-    trainer = c.algorithm.build_trainer(ctx)
+    trainer = build_trainer(c, student, data, "real")
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests skip
     group = c.algorithm.num_generations

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
-from conftest import compose, read_summary, run_dirs
+from conftest import build_trainer, compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -253,7 +251,6 @@ def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides,
 @pytest.fixture(scope="module")
 def rollout_trainer(tmp_path_factory):
     """A SocraticPO trainer on the quickly warm-started tiny student, with the rule teacher."""
-    from socratic_exp.algorithms.base import RunContext
     from socratic_exp.components import build_components
 
     cache = tmp_path_factory.mktemp("cache")
@@ -265,17 +262,7 @@ def rollout_trainer(tmp_path_factory):
     student = c.model.load(c.task)
     c.teacher.attach(c.task, student)
     data = c.task.build()
-    ctx = RunContext(
-        components=c,
-        data=data,
-        student=student,
-        run_dir=Path(tempfile.mkdtemp()),
-        run_name="test",
-        seed=0,
-        callbacks=[],
-        report_to=[],
-    )
-    trainer = c.algorithm.build_trainer(ctx)
+    trainer = build_trainer(c, student, data)
     rows = [dict(data["train"][i]) for i in range(8) for _ in range(4)]
     calls = []
     guide = c.teacher.guide

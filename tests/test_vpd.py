@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
-from conftest import compose, read_summary, run_dirs
+from conftest import build_trainer, compose, read_summary, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -307,7 +305,6 @@ def test_reweighting_moves_advantage_between_tokens_without_changing_its_total(d
 def _vpd_trainer(cache_dir, *overrides):
     """A VPD trainer on the warm-started tiny student with a shared teacher (the E-step updates the student's weights)
     and the environment's feedback, and the task's data."""
-    from socratic_exp.algorithms.base import RunContext
     from socratic_exp.components import build_components
 
     cfg = compose(
@@ -318,17 +315,7 @@ def _vpd_trainer(cache_dir, *overrides):
     c = build_components(cfg, {"algorithm": "vpd"})
     student = c.model.load(c.task)
     data = c.task.build()
-    ctx = RunContext(
-        components=c,
-        data=data,
-        student=student,
-        run_dir=Path(tempfile.mkdtemp()),
-        run_name="test",
-        seed=0,
-        callbacks=[],
-        report_to=[],
-    )
-    trainer = c.algorithm.build_trainer(ctx)
+    trainer = build_trainer(c, student, data)
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests skip
     return trainer, data, student.tokenizer
 
