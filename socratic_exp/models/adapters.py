@@ -71,7 +71,8 @@ def _restore_flags(flags: list[tuple[Any, bool]]) -> None:
 class AdapterView(torch.nn.Module):
     """A PEFT model seen with one adapter active (``adapter=None``: none, i.e. the base weights), as a model of its
     own. It holds no weights: the PEFT model is not registered as a submodule, so ``parameters()`` are the adapter's
-    (none for the base view), and ``train()`` / ``eval()`` switch the shared model's mode for the caller's passes."""
+    (none for the base view), and ``train(mode)`` switches the shared model's mode (training or inference) for the
+    caller's passes."""
 
     def __init__(self, peft_model: Any, adapter: str | None):
         super().__init__()
