@@ -136,28 +136,62 @@ def test_data_files_load_and_malformed_rows_name_the_line(tmp_path):
             ArithmeticTask(data_files={"eval": str(good)}).build()
 
 
-def test_warmstart_corpus_has_misconceptions_hints_and_masks(task):
-    examples = task.warmstart_examples(3000, seed=0)
+def _kind(example) -> str:
+    """The corpus kind of a warm-start example, read off its context segments."""
+    first = example[0][0]
+    if len(example) == 4:
+        return "fixed_retry" if example[2][0] == "Hint: try again.\n" else "retry"
+    if first.startswith("Q:"):
+        return "plain"
+    if first.startswith("Note: a correct solution is\n"):
+        return "solution"
+    if first.startswith("Hint: Your final answer"):
+        return "verdict"
+    return "critique" if first.startswith("Hint:") else "principle"
+
+
+def test_warmstart_corpus_has_misconceptions_contexts_and_masks(task):
+    examples = task.warmstart_examples(4000, seed=0)
     held_out = {row["expression"] for split in ("eval", "probe") for row in task.build()[split]}
-    retries = preambles = wrong_single = sensitive = 0
+    counts: dict[str, int] = {}
+    wrong_single = sensitive = wrong_after_retry_line = 0
     for example in examples:
+        kind = _kind(example)
+        counts[kind] = counts.get(kind, 0) + 1
         text = "".join(segment for segment, _ in example)
-        question = text[text.index("Q: ") + 3 : text.index("=?")]
+        question = text[text.rindex("Q: ") + 3 : text.rindex("=?")]
         assert question not in held_out
+        expr = ex.parse(question)
+        answer = str(ex.evaluate(expr))
         trainable = [segment for segment, train in example if train]
-        assert len(trainable) == 1  # only the student's own (final) attempt is trained on
-        if "Hint:" in text:
-            retries += 1
-            assert not example[2][1] and example[2][0].startswith("Hint:")
-            assert task.score(trainable[0], str(ex.evaluate(ex.parse(question)))) == 1.0
-        elif not text.startswith("Q:"):
-            preambles += 1
-        else:
-            expr = ex.parse(question)
-            if task.misconception_of(expr):
-                sensitive += 1
-                wrong_single += task.score(trainable[0], str(ex.evaluate(expr))) == 0
-    assert 0.25 < retries / len(examples) < 0.35
-    assert 0.10 < preambles / len(examples) < 0.20
+        assert trainable == [example[-1][0]]  # only the student's own (final) attempt is trained on
+        if kind == "plain" and task.misconception_of(expr):
+            sensitive += 1
+            wrong_single += task.score(trainable[0], answer) == 0
+        elif kind == "fixed_retry":  # the uninformative line is followed by a fresh draw, sometimes wrong
+            wrong_after_retry_line += task.score(trainable[0], answer) == 0
+        elif kind != "plain":  # every informative context is followed by the correct trace
+            assert trainable[0] == ex.format_trace(ex.correct_steps(expr))
+        if kind == "solution":  # the demonstration is the very trace to copy
+            assert example[0][0] == "Note: a correct solution is\n" + trainable[0] + f"Q: {question}=?\n"
+        if kind == "verdict":
+            verdict = example[0][0].split("\n")[0]
+            said = verdict.split()[4]
+            assert (said == answer) == verdict.endswith("is correct.")
+    shares = {kind: n / len(examples) for kind, n in counts.items()}
+    expected = {"retry": 0.25, "fixed_retry": 0.05, "principle": 0.10, "critique": 0.10, "verdict": 0.10,
+                "solution": 0.10, "plain": 0.30}  # fmt: skip
+    for kind, share in expected.items():
+        assert abs(shares[kind] - share) < 0.025, (kind, shares[kind])
     # about half of the unassisted traces where a misconception matters show it
     assert 0.4 < wrong_single / sensitive < 0.6
+    assert wrong_after_retry_line > 0
+
+
+@pytest.mark.parametrize(
+    ("shares", "message"),
+    [({"retry": 0.7, "solution": 0.5}, "sum to at most 1 (they sum to 1.2)"), ({"hint": 0.1}, "unknown kind(s) ['hint']")],
+)
+def test_context_shares_are_checked(shares, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        ArithmeticTask(context_shares=shares)

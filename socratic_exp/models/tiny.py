@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task, WarmstartExample
 
 log = logging.getLogger(__name__)
-WARMSTART_FORMAT = 1  # bump when the corpus or training recipe changes in a way the settings do not show
+WARMSTART_FORMAT = 3  # bump when the corpus or training recipe changes in a way the settings do not show
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -119,7 +119,7 @@ class TinyModel(ModelSpec):
     def _build(self, task: Task, path: Path) -> None:
         import torch
         from datasets import Dataset
-        from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments, set_seed
+        from transformers import Trainer, TrainingArguments, set_seed
 
         from socratic_exp.console import quiet_trainer
 
@@ -152,11 +152,12 @@ class TinyModel(ModelSpec):
                 disable_tqdm=False,
                 use_cpu=not torch.cuda.is_available(),
             )
-            tokenizer.padding_side = "right"  # training: positions stay aligned with the text
-            collator = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)
+            collator = PackingCollator(tokenizer.pad_token_id, self.max_length)
             trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=collator)
             quiet_trainer(trainer, "warm-start")  # a progress line, not a dictionary per log
+            model.config.use_cache = False  # with a cache, transformers ignores packed position ids (masks leak)
             result = trainer.train()
+            model.config.use_cache = True
             tokenizer.padding_side = "left"  # generation (TRL and the evaluator) pads on the left
             staged = Path(scratch) / "model"
             model.save_pretrained(staged)
@@ -187,3 +188,36 @@ def encode_example(example: WarmstartExample, tokenizer: Any, max_length: int) -
     input_ids.append(tokenizer.eos_token_id)
     labels.append(tokenizer.eos_token_id)
     return {"input_ids": input_ids[:max_length], "labels": labels[:max_length]}
+
+
+class PackingCollator:
+    """Packs a batch's traces into as few rows of ``max_length`` tokens as fit them, each trace with its own position
+    ids from 0 and no attention mask, so that transformers builds a block-diagonal causal mask: every trace sees only
+    itself, exactly as if padded alone, at a fraction of the cost (traces are 10 to 200 characters long, and padding
+    every one to the longest in the batch computed mostly padding). Row ends are filled with padding that forms its
+    own block and carries no labels."""
+
+    def __init__(self, pad_token_id: int, max_length: int):
+        self.pad_token_id = pad_token_id
+        self.max_length = max_length
+
+    def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        rows: list[dict[str, list[int]]] = []
+        for feature in sorted(features, key=lambda f: -len(f["input_ids"])):  # first-fit decreasing
+            ids = feature["input_ids"][: self.max_length]
+            row = next((r for r in rows if len(r["input_ids"]) + len(ids) <= self.max_length), None)
+            if row is None:
+                row = {"input_ids": [], "labels": [], "position_ids": []}
+                rows.append(row)
+            row["input_ids"] += ids
+            row["labels"] += feature["labels"][: len(ids)]
+            row["position_ids"] += list(range(len(ids)))
+        width = max(len(r["input_ids"]) for r in rows)
+        for row in rows:
+            fill = width - len(row["input_ids"])
+            row["input_ids"] += [self.pad_token_id] * fill
+            row["labels"] += [-100] * fill
+            row["position_ids"] += list(range(fill))
+        return {key: torch.tensor([r[key] for r in rows]) for key in ("input_ids", "labels", "position_ids")}

@@ -19,11 +19,21 @@ from typing import TYPE_CHECKING, ClassVar
 from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
-from socratic_exp.tasks.base import Task, Verdict, WarmstartExample
+from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, Task, Verdict, WarmstartExample, environment_feedback
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
 
+# The corpus's contexts (model=tiny's warm-start), each a share of the traces; the rest are plain.
+CONTEXT_SHARES = {
+    "retry": 0.25,  # wrong attempt -> teacher's hint -> corrected attempt (a SocraticPO rollout)
+    "fixed_retry": 0.05,  # wrong attempt -> FIXED_RETRY -> a fresh attempt (SocraticPO's "w/o tg" line says nothing)
+    "principle": 0.10,  # a principle line before the question (Socratic-RL's viewpoints)
+    "critique": 0.10,  # a teacher's hint on an earlier attempt before the question (SDPO / VPD teacher feedback)
+    "verdict": 0.10,  # the environment's verdict on an earlier answer (SDPO / VPD environment feedback)
+    "solution": 0.10,  # a correct solution before the question, to be copied (SDPO's sibling demonstration)
+}
+FIXED_RETRY = "Hint: try again."  # SocraticPO's default retry_prompt
 _ANSWER = re.compile(r"A:[ \t]*(-?\d{1,40})(?!\d)")
 _MAX_SAMPLING_TRIES = 200
 
@@ -92,11 +102,10 @@ class ArithmeticTask(Task):
         help="warm-start corpus: share of traces with each misconception (precedence, parentheses), each in [0, 1]",
     )
     slip_rate: float = setting(0.03, "warm-start corpus: share of traces with an arithmetic slip", ge=0.0, le=1.0)
-    retry_share: float = setting(
-        0.3, "warm-start corpus: share of wrong attempt -> Hint: -> corrected attempt traces", ge=0.0, le=1.0
-    )
-    preamble_share: float = setting(
-        0.15, "warm-start corpus: share of traces with a principle line before the question", ge=0.0, le=1.0
+    context_shares: dict[str, float] = setting(
+        default_factory=lambda: dict(CONTEXT_SHARES),
+        help="warm-start corpus: share of traces with each kind of context (" + ", ".join(CONTEXT_SHARES) + "), "
+        "summing to at most 1; the rest are plain traces",
     )
     system_prompt: str | None = setting(
         None, "an answer instruction for pretrained models (system turn / preamble); null: none (the tiny model's)"
@@ -109,6 +118,11 @@ class ArithmeticTask(Task):
         super().validate()
         self.check("max_ops", self.max_ops >= self.min_ops, f"must be >= task.min_ops ({self.min_ops})")
         self.check_range("max_value", ge=self.max_operand)
+        unknown = sorted(set(self.context_shares) - set(CONTEXT_SHARES))
+        self.check("context_shares", not unknown, f"unknown kind(s) {unknown}; known: {', '.join(CONTEXT_SHARES)}")
+        shares = self.context_shares.values()
+        self.check("context_shares", all(v >= 0 for v in shares) and sum(shares) <= 1.0,
+                   f"shares must be >= 0 and sum to at most 1 (they sum to {sum(shares):g})")  # fmt: skip
         for kind, rate in self.misconception_rates.items():
             self.check(
                 "misconception_rates",
@@ -232,20 +246,60 @@ class ArithmeticTask(Task):
         rng = random.Random(f"{self.seed}-warmstart-{seed}")
         generated = self._generated_rows()
         held_out = {row["expression"] for split in ("eval", "probe") for row in generated[split]}
+        kinds, shares = zip(*self.context_shares.items(), strict=True) if self.context_shares else ((), ())
         examples = []
         while len(examples) < size:
             expr = self.random_expression(rng)
             text = ex.render(expr)
             if text in held_out:
                 continue
-            draw = rng.random()
-            if draw < self.retry_share:
-                examples.append(self._retry_example(expr, text, rng))
-            elif draw < self.retry_share + self.preamble_share:
-                examples.append(self._preamble_example(expr, text, rng))
-            else:
-                examples.append([(prompt_for(text), False), (self._student_trace(expr, rng), True)])
+            draw, kind = rng.random(), "plain"
+            for candidate, share in zip(kinds, shares, strict=True):
+                if draw < share:
+                    kind = candidate
+                    break
+                draw -= share
+            examples.append(self._example(kind, expr, text, rng))
         return examples
+
+    def _example(self, kind: str, expr: ex.Expr, text: str, rng: random.Random) -> WarmstartExample:
+        """One trace of the corpus. Context segments (prompt, hints, a wrong attempt) are masked from the loss; the
+        student's own attempt is trained. Every context but the uninformative retry line is followed by a correct
+        attempt: the student learns to act on what the context says, not to write contexts."""
+        right = ex.format_trace(ex.correct_steps(expr))
+        if kind == "plain":
+            return [(prompt_for(text), False), (self._student_trace(expr, rng), True)]
+        if kind in ("retry", "fixed_retry"):
+            wrong_kind, wrong = self._wrong_steps(expr, rng)
+            if kind == "retry":
+                line, second = guidance_for(wrong_kind, wrong, ex.correct_steps(expr), expr, rng), right
+            else:  # a line that says nothing: the second attempt is a fresh draw of the student
+                line, second = FIXED_RETRY, self._student_trace(expr, rng)
+            return [(prompt_for(text), False), (ex.format_trace(wrong), False), (line + "\n", False), (second, True)]
+        return [(prompt_for(text, self._context_line(kind, expr, right, rng)), False), (right, True)]
+
+    def _context_line(self, kind: str, expr: ex.Expr, right: str, rng: random.Random) -> str:
+        """The context before the question: a principle (Socratic-RL's viewpoint), a teacher's critique of an
+        earlier (unseen) attempt, the environment's verdict on one, or a correct solution (SDPO / VPD's feedback
+        sources in their plain layout)."""
+        if kind == "principle":
+            return rng.choice(PRINCIPLES[rng.choice(self.misconception_of(expr) or list(PRINCIPLES))])
+        if kind == "solution":
+            return PLAIN_SOLUTION_NOTE.format(successful_previous_attempt=right.rstrip("\n"))
+        wrong_kind, wrong = self._wrong_steps(expr, rng)
+        if kind == "critique":
+            return guidance_for(wrong_kind, wrong, ex.correct_steps(expr), expr, rng)
+        if rng.random() < 0.5:  # kind == "verdict": VPD also tells a successful attempt that it is correct
+            return environment_feedback("correct", str(ex.evaluate(expr)))
+        return environment_feedback("wrong", str(wrong[-1].result))
+
+    def _wrong_steps(self, expr: ex.Expr, rng: random.Random) -> tuple[str, list[ex.Step]]:
+        """A wrong attempt the student makes: one of its misconceptions where they change the answer, else a slip."""
+        kinds = self.misconception_of(expr)
+        if kinds:
+            kind = rng.choice(kinds)
+            return kind, ex.MISCONCEPTIONS[kind](expr)
+        return "slip", self._slip_steps(expr, rng)
 
     def _student_trace(self, expr: ex.Expr, rng: random.Random) -> str:
         """What the warm-started student writes without help: sometimes a misconception, rarely a slip."""
@@ -259,28 +313,6 @@ class ArithmeticTask(Task):
     @staticmethod
     def _slip_steps(expr: ex.Expr, rng: random.Random) -> list[ex.Step]:
         return ex.correct_steps(expr, slip_at=rng.randrange(ex.count_ops(expr)), slip_by=rng.choice((-2, -1, 1, 2)))
-
-    def _preamble_example(self, expr: ex.Expr, text: str, rng: random.Random) -> WarmstartExample:
-        kinds = self.misconception_of(expr) or list(PRINCIPLES)
-        context = rng.choice(PRINCIPLES[rng.choice(kinds)])
-        return [(prompt_for(text, context), False), (ex.format_trace(ex.correct_steps(expr)), True)]
-
-    def _retry_example(self, expr: ex.Expr, text: str, rng: random.Random) -> WarmstartExample:
-        """A wrong attempt (context), teacher guidance pointing at it (context), then a corrected attempt (trained)."""
-        kinds = self.misconception_of(expr)
-        if kinds:
-            kind = rng.choice(kinds)
-            wrong = ex.MISCONCEPTIONS[kind](expr)
-        else:
-            kind, wrong = "slip", self._slip_steps(expr, rng)
-        right = ex.correct_steps(expr)
-        guidance = guidance_for(kind, wrong, right, expr, rng)
-        return [
-            (prompt_for(text), False),
-            (ex.format_trace(wrong), False),
-            (guidance + "\n", False),
-            (ex.format_trace(right), True),
-        ]
 
 
 def guidance_for(kind: str, wrong: list[ex.Step], right: list[ex.Step], expr: ex.Expr, rng: random.Random) -> str:

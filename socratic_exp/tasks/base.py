@@ -19,6 +19,31 @@ WarmstartExample = list[tuple[str, bool]]
 Messages = list[dict[str, str]]
 
 
+# What a verifier can say about an answer, as sentences (SDPO / VPD's environment feedback, the rule teacher off the
+# testbed, and the testbed's warm-start corpus, so that the tiny student has read them).
+VERIFIER_FEEDBACK = {
+    "format": "Your answer is not in the required format: end with the final answer written as the question asks.",
+    "empty": "You gave no answer: work through the problem and end with a final answer.",
+    "truncated": "Your answer was cut off before the final answer: be more concise.",
+    "wrong": "Your final answer is incorrect: re-check each step of your reasoning.",
+}
+SHOWN_ANSWER_CHARS = 100  # an extracted answer longer than this is cut in the feedback sentence
+# A demonstration before the question of a plain (completion-style) prompt: SDPO's sibling solution, plain layout.
+PLAIN_SOLUTION_NOTE = "Note: a correct solution is\n{successful_previous_attempt}\n"
+
+
+def environment_feedback(reason: str, extracted: str | None = None) -> str:
+    """What the environment can tell about a rollout, as a sentence: the verifier's verdict and the answer it read
+    (the testbed's and the benchmark tasks' verifiers know no more than that; they never show the reference)."""
+    key = reason.split()[0] if reason else "wrong"
+    shown = f" {extracted[:SHOWN_ANSWER_CHARS]}" if extracted else ""
+    if key == "correct":
+        return f"Hint: Your final answer{shown} is correct."
+    if key == "wrong" and shown:
+        return f"Hint: Your final answer{shown} is incorrect: re-check each step of your reasoning."
+    return "Hint: " + VERIFIER_FEEDBACK.get(key, VERIFIER_FEEDBACK["wrong"])
+
+
 def render_prompt(prompt: str, instruction: str, chat: bool) -> str | Messages:
     """A row's prompt as the model gets it: chat messages (instruction as the system turn, then the user turn) for
     chat models, else plain text (the instruction, a blank line, the prompt). The one place both forms are made:

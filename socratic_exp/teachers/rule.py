@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from socratic_exp.component import setting
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, ArithmeticTask, expression_in
+from socratic_exp.tasks.base import VERIFIER_FEEDBACK
 from socratic_exp.teachers.base import (
     Attempt,
     GuidanceRequest,
@@ -59,12 +60,6 @@ VIEWPOINTS: dict[str, tuple[str, ...]] = {
     "copy": ("Heuristic: copy every number exactly as it is written.",),
     "no_answer": ("Heuristic: finish with the line A: <number>.",),
     "format": ("Heuristic: write one step per line, then A: <number>.",),
-}
-VERIFIER_FEEDBACK = {
-    "format": "Your answer is not in the required format: end with the final answer written as the question asks.",
-    "empty": "You gave no answer: work through the problem and end with a final answer.",
-    "truncated": "Your answer was cut off before the final answer: be more concise.",
-    "wrong": "Your final answer is incorrect: re-check each step of your reasoning.",
 }
 
 

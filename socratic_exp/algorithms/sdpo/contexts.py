@@ -39,13 +39,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from socratic_exp.teachers.rule import VERIFIER_FEEDBACK
+from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, environment_feedback
 
 if TYPE_CHECKING:
     from socratic_exp.teachers.base import Context
 
 FEEDBACK_SOURCES = ("environment", "sibling", "teacher")
-SHOWN_ANSWER_CHARS = 100  # an extracted answer longer than this is cut in the feedback sentence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +66,7 @@ SDPO_TEMPLATES = Templates(
 # Completion-style prompts: context lines before the question, as in the tiny student's warm-start.
 PLAIN_TEMPLATES = Templates(
     reprompt="{solution}{feedback}{prompt}",
-    solution="Note: a correct solution is\n{successful_previous_attempt}\n",
+    solution=PLAIN_SOLUTION_NOTE,
     feedback="{feedback_raw}\n",
 )
 _THINKING = re.compile(r"<think>.*?</think>", re.DOTALL)
@@ -80,18 +79,6 @@ def parse_sources(feedback: str) -> tuple[str, ...]:
     if unknown or len(set(names)) != len(names) or not names:
         raise ValueError(f"{unknown or names}")
     return names
-
-
-def environment_feedback(reason: str, extracted: str | None = None) -> str:
-    """What the environment can tell about a rollout, as a sentence: the verifier's verdict and the answer it read
-    (the testbed's and the benchmark tasks' verifiers know no more than that; they never show the reference)."""
-    key = reason.split()[0] if reason else "wrong"
-    shown = f" {extracted[:SHOWN_ANSWER_CHARS]}" if extracted else ""
-    if key == "correct":
-        return f"Hint: Your final answer{shown} is correct."
-    if key == "wrong" and shown:
-        return f"Hint: Your final answer{shown} is incorrect: re-check each step of your reasoning."
-    return "Hint: " + VERIFIER_FEEDBACK.get(key, VERIFIER_FEEDBACK["wrong"])
 
 
 @dataclasses.dataclass(frozen=True)
