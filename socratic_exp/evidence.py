@@ -182,7 +182,7 @@ class Row:
     """One claim's result (``scoreboard.csv``)."""
 
     claim: Claim
-    status: str  # "run", or "not run: <arms> missing"
+    status: str  # "run", or "not run (<arms> missing)"
     a_mean: float = math.nan  # A's final accuracy, mean over the paired seeds
     b_mean: float = math.nan  # B's at A's final step
     rollouts: Interval | None = None  # A - B at equal rollouts
