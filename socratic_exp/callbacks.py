@@ -4,6 +4,8 @@ sampler's state in checkpoints."""
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from socratic_exp.console import log_step_metrics
 
 TRACKER_POSITION = "tracker_position.json"
+TRAIN_CLOCK = "train_clock.json"
+TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
 
 if TYPE_CHECKING:
     from socratic_exp.console import ProgressDisplay
@@ -185,9 +189,49 @@ class CollapseGuard:
         return summary
 
 
+class TrainClock(TrainerCallback):
+    """Training wall time: it runs from the trainer's ``on_train_begin`` (models loaded, the first evaluation done)
+    to ``on_train_end``, paused during evaluations; what the method does inside training (a teacher's calls,
+    probes, distillation phases) counts. Each checkpoint keeps it (``train_clock.json``), so a resumed run goes on
+    from the time of the checkpoint it resumes from, as its metrics do from its step."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.total = 0.0  # seconds up to the last pause
+        self.since: float | None = None  # when it last started, while running
+
+    @property
+    def seconds(self) -> float:
+        return self.total + (self.clock() - self.since if self.since is not None else 0.0)
+
+    def start(self) -> None:
+        if self.since is None:
+            self.since = self.clock()
+
+    def stop(self) -> None:
+        if self.since is not None:
+            self.total += self.clock() - self.since
+            self.since = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        path = checkpoint_folder(args, state) / TRAIN_CLOCK
+        if state.global_step and path.is_file():  # resumed: the time training had taken up to that checkpoint
+            self.total = float(json.loads(path.read_text())["seconds"])
+        self.start()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.stop()
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        folder = checkpoint_folder(args, state)
+        if state.is_world_process_zero and folder.is_dir():
+            (folder / TRAIN_CLOCK).write_text(json.dumps({"seconds": self.seconds}))
+
+
 class PeriodicEvalCallback(TrainerCallback):
     """Held-out evaluation every ``every_steps`` optimizer steps (the final one runs after training); a collapse
-    guard, when given, can stop training after an evaluation."""
+    guard, when given, can stop training after an evaluation. With a ``clock`` each evaluation records the training
+    time so far (``eval/train_seconds``), and the clock stops while it evaluates."""
 
     def __init__(
         self,
@@ -197,6 +241,7 @@ class PeriodicEvalCallback(TrainerCallback):
         sink: MetricsSink,
         teacher: Teacher,
         guard: CollapseGuard | None = None,
+        clock: TrainClock | None = None,
     ):
         self.evaluator = evaluator
         self.student = student
@@ -204,15 +249,22 @@ class PeriodicEvalCallback(TrainerCallback):
         self.sink = sink
         self.teacher = teacher
         self.guard = guard
+        self.clock = clock
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
         if self.every_steps and step % self.every_steps == 0 and step < state.max_steps:
+            if self.clock is not None:
+                self.clock.stop()
             metrics = self.evaluator.evaluate(self.student)
+            if self.clock is not None:
+                metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
             if state.is_world_process_zero:
                 self.sink.log_evaluation(metrics, step, self.teacher)
             if self.guard is not None and self.guard.observe(step, metrics, self.student.model):
                 control.should_training_stop = True
+            if self.clock is not None:
+                self.clock.start()
 
 
 class SamplerStateCallback(TrainerCallback):

@@ -1,5 +1,7 @@
 """Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``; one run folder: its own page.
 
+``--scoreboard``: the evidence sweep's claims, one row each (``socratic_exp.evidence``).
+
 A single run folder gets ``report.md`` and PNGs in that folder (``write_run_report``): the before/after table,
 learning curves, the method's own telemetry (picked by the metric names it logged) and sample completions with
 their verdicts and teacher guidance.
@@ -587,6 +589,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="output folder (default: the folder given, when one; else ./report)")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="also build a W&B report there (after wandb sync)")
     parser.add_argument("--title", help="the W&B report's title")
+    parser.add_argument("--scoreboard", action="store_true", help="the evidence sweep's scoreboard instead "
+                        "(sweeps/evidence.yaml: each claim, paired by seed; socratic_exp.evidence)")  # fmt: skip
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -598,6 +602,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not runs:
         print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
         return 2
+    if args.scoreboard:
+        from socratic_exp.evidence import write_scoreboard
+
+        board = write_scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")))
+        print(board.markdown)
+        print(f"\nwritten: {', '.join(str(f) for f in board.files)} ({time.perf_counter() - started:.1f} s)")
+        return 0
     if len(args.paths) == 1 and (args.paths[0] / "summary.json").is_file() and not args.wandb:
         files = write_run_report(runs[0], args.out)
         print(f"{runs[0].path}: {runs[0].status}\n\n{before_after_table(runs[0].summary)}")

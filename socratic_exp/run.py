@@ -200,10 +200,12 @@ class Experiment:
 
         from socratic_exp.algorithms.base import RunContext
         from socratic_exp.callbacks import (
+            TRAIN_SECONDS,
             CollapseGuard,
             MetricsFileCallback,
             PeriodicEvalCallback,
             SamplerStateCallback,
+            TrainClock,
             tracker_position,
         )
         from socratic_exp.evaluation import Evaluator
@@ -255,14 +257,16 @@ class Experiment:
                 cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
             )
             if "initial" not in self.record.data:
-                initial = evaluator.evaluate(student)
+                initial = evaluator.evaluate(student) | {TRAIN_SECONDS: 0.0}
                 sink.log_evaluation(initial, 0, c.teacher)
                 self.record.update(initial=initial)
                 guard.observe(0, initial, student.model)
             metrics_callback = MetricsFileCallback(sink, c.sampler, c.teacher)
+            clock = TrainClock()  # training wall time, evaluations and loading excluded (eval/train_seconds)
             callbacks = [
                 metrics_callback,
-                PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard),
+                clock,
+                PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard, clock),
                 SamplerStateCallback(c.sampler),
             ]
             ctx = RunContext(
@@ -281,6 +285,7 @@ class Experiment:
             trainer.train(resume_from_checkpoint=checkpoint)
             step = trainer.state.global_step
             student.model = trainer.accelerator.unwrap_model(trainer.model)
+            clock.stop()  # a no-op after the trainer's on_train_end: the final evaluation is not training time
             final = None if guard.stopped_at is not None else evaluator.evaluate(student)
             if final is None or guard.observe(step, final, student.model):  # collapse: the best weights are final
                 guard.restore(student.model)
@@ -294,6 +299,7 @@ class Experiment:
                     guard.stopped_at,
                 )
                 final = evaluator.evaluate(student)
+            final[TRAIN_SECONDS] = round(clock.seconds, 3)
             if self.is_main:
                 sink.log_evaluation(final, step, c.teacher)
             if cfg.save_final_model:
@@ -388,6 +394,7 @@ class Experiment:
             "eval/sampled_acc": "unassisted, sampled",
             "eval/assisted_acc": f"with the teacher's guidance, up to {self.c.eval.assisted_attempts} attempts",
             "eval/no_answer": "share without a readable answer",
+            "eval/train_seconds": "training wall time (s), evaluations excluded",
         }
         lines = [f"  {'':<24} {'before':>6}    {'after':>6}"]
         for key in (k for k in final if k.count("/") == 1):

@@ -1,0 +1,418 @@
+"""The evidence scoreboard: every paper's claim measured side by side at equal rollouts (``sweeps/evidence.yaml``).
+
+``python -m socratic_exp.report <sweep folder> --scoreboard`` reads the sweep's run folders (one ``+evidence_arm``
+per run) and writes ``scoreboard.md``, ``scoreboard.csv``, ``scoreboard_arms.csv``, ``scoreboard.png`` (a forest
+plot of the paired differences) and ``evidence_curves.png`` (held-out accuracy against the step and against the
+training time, mean over seeds per arm).
+
+Each claim (``CLAIMS``, data: the README's table can be generated from it) says arm A beats arm B (``better``) or
+does no worse (``not_worse``). Its number is the mean over seeds of A's final ``eval/greedy_acc`` minus B's, paired
+by seed, with a 95% t-interval. B is read at A's final step (equal rollouts: every arm spends ``batch_size``
+rollouts per step), which for the grpo arm, trained 3x longer, is an evaluation in the middle of its run; against
+grpo the difference is also given at equal training wall time: GRPO's last evaluation whose ``eval/train_seconds``
+is at most A's final one. The verdict rule, fixed before any run:
+
+- ``better``: reproduced when the interval's lower bound is above 0; not reproduced when its upper bound is below
+  ``MARGIN`` (the data exclude an effect of 2 points); inconclusive otherwise (one seed: inconclusive);
+- ``not_worse``: reproduced when the lower bound is above ``-MARGIN``; not reproduced when the upper bound is below
+  0; inconclusive otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from socratic_exp.report import Run, markdown_table, mean_curve, write_csv
+
+METRIC = "eval/greedy_acc"  # the held-out accuracy every claim is judged on (unassisted, greedy)
+TIME = "eval/train_seconds"  # training wall time at each evaluation (callbacks.TrainClock)
+ARM_KEY = "evidence_arm"  # the override that names a run's arm
+BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at equal wall time
+MARGIN = 0.02  # the smallest effect the verdict cares about (2 points of accuracy)
+# two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy); beyond 30, df 30's (a bit wider)
+# fmt: off
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+       2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim as a comparison of two arms of the evidence sweep (``conf/evidence_arm/<arm>.yaml``)."""
+
+    id: str
+    source: str  # the paper (and where it says so)
+    statement: str  # the claim, short
+    a: str  # the arm claimed better
+    b: str  # the arm it is compared with
+    kind: Literal["better", "not_worse"] = "better"
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("socraticpo>grpo", "SocraticPO, Table 2", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
+          "grpo"),
+    Claim("socraticpo>without_tg", "SocraticPO, Table 2", "the teacher's guidance beats a fixed retry prompt",
+          "socraticpo", "socraticpo_without_tg"),
+    Claim("socraticpo>without_rd", "SocraticPO, Table 2", "reward decay beats full reward for late corrections",
+          "socraticpo", "socraticpo_without_rd"),
+    Claim("entropy_top>=grpo", "Beyond the 80/20 Rule, Sec. 5", "the top-20% entropy tokens alone do no worse than "
+          "all tokens", "entropy_top", "grpo", "not_worse"),
+    Claim("entropy_top>bottom", "Beyond the 80/20 Rule, Sec. 5", "the top-20% entropy tokens beat the bottom 80%",
+          "entropy_top", "entropy_bottom"),
+    Claim("entropy_top>random", "Beyond the 80/20 Rule (control)", "entropy, not the share of tokens: top 20% beat "
+          "a random 20%", "entropy_top", "entropy_random"),
+    Claim("goldilocks>grpo", "Goldilocks RL", "difficulty-aware prompt sampling beats uniform sampling",
+          "goldilocks", "grpo"),
+    Claim("sdpo>grpo", "SDPO", "self-distillation from feedback beats GRPO", "sdpo", "grpo"),
+    Claim("vpd>grpo", "VPD", "variational policy distillation beats GRPO", "vpd_dynamic", "grpo"),
+    Claim("vpd_dynamic>fixed", "VPD, Fig. 5", "the prior anchored to the current student beats the initial one",
+          "vpd_dynamic", "vpd_fixed"),
+    Claim("socratic_rl_kl>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by KL beat GRPO", "socratic_rl_kl",
+          "grpo"),
+    Claim("socratic_rl_dpo>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by DPO beat GRPO",
+          "socratic_rl_dpo", "grpo"),
+    Claim("socratic_rl_sft>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by SFT beat GRPO",
+          "socratic_rl_sft", "grpo"),
+    Claim("composition>socraticpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat SocraticPO",
+          "composition", "socraticpo"),
+    Claim("composition>grpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat GRPO", "composition",
+          "grpo"),
+)  # fmt: skip
+
+
+def t_quantile(df: int) -> float:
+    return T95[min(df, len(T95)) - 1]
+
+
+@dataclass
+class Interval:
+    """Mean of paired differences with its 95% t-interval (nan bounds for fewer than two pairs)."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+
+
+def paired_interval(diffs: Sequence[float]) -> Interval:
+    if not diffs:
+        return Interval(0, math.nan, math.nan, math.nan)
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:
+        return Interval(1, mean, math.nan, math.nan)
+    half = t_quantile(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return Interval(len(diffs), mean, mean - half, mean + half)
+
+
+def verdict(interval: Interval, kind: str) -> str:
+    """The fixed rule (module docstring): reproduced / not reproduced / inconclusive."""
+    if interval.n < 2:
+        return "inconclusive"
+    floor, ceiling = (0.0, MARGIN) if kind == "better" else (-MARGIN, 0.0)
+    if interval.low > floor:
+        return "reproduced"
+    if interval.high < ceiling:
+        return "not reproduced"
+    return "inconclusive"
+
+
+# --- reading the runs --------------------------------------------------------------------------------------------
+def evaluations(run: Run) -> list[dict[str, Any]]:
+    """The run's evaluations in ``metrics.jsonl`` (records with the metric), in step order."""
+    return sorted((r for r in run.records if r.get(METRIC) is not None), key=lambda r: r["step"])
+
+
+def at_step(run: Run, step: int) -> dict[str, Any] | None:
+    """The run's last evaluation at or before ``step`` (None if none)."""
+    found = [r for r in evaluations(run) if r["step"] <= step]
+    return found[-1] if found else None
+
+
+def within_time(run: Run, seconds: float) -> tuple[dict[str, Any] | None, bool]:
+    """The run's last evaluation whose training time is at most ``seconds``, and whether the run stopped before
+    that much training (then its last evaluation: capped)."""
+    timed = [r for r in evaluations(run) if r.get(TIME) is not None]
+    if not timed:
+        return None, False
+    found = [r for r in timed if r[TIME] <= seconds]
+    return (found[-1] if found else None), timed[-1][TIME] < seconds
+
+
+def final_step(run: Run) -> int:
+    steps = run.summary.get("steps")
+    return int(steps) if isinstance(steps, int | float) else (evaluations(run) or [{"step": 0}])[-1]["step"]
+
+
+def seed_of(run: Run) -> int | None:
+    seed = run.overrides.get("seed", (run.summary.get("config") or {}).get("seed"))
+    return int(seed) if seed is not None else None
+
+
+@dataclass
+class Arms:
+    """The completed runs of each arm by seed, and the failed ones counted."""
+
+    runs: dict[str, dict[int, Run]]
+    failed: dict[str, int]
+
+    @classmethod
+    def of(cls, runs: Sequence[Run]) -> Arms:
+        by_arm: dict[str, dict[int, Run]] = defaultdict(dict)
+        failed: dict[str, int] = defaultdict(int)
+        for run in runs:
+            arm, seed = run.overrides.get(ARM_KEY), seed_of(run)
+            if arm is None or seed is None:
+                continue
+            if run.status == "completed":
+                by_arm[arm][seed] = run
+            else:
+                failed[arm] += 1
+        return cls(dict(by_arm), dict(failed))
+
+
+# --- the scoreboard ----------------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """One claim's result (``scoreboard.csv``)."""
+
+    claim: Claim
+    status: str  # "run", or "not run (<arms> missing)"
+    a_mean: float = math.nan  # A's final accuracy, mean over the paired seeds
+    b_mean: float = math.nan  # B's at A's final step
+    rollouts: Interval | None = None  # A - B at equal rollouts
+    time: Interval | None = None  # A - B at equal training time (B = grpo only)
+    capped: int = 0  # seeds where GRPO's whole run trained less time than A (its last evaluation used)
+    notes: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.rollouts, self.claim.kind) if self.rollouts is not None else self.status
+
+    @property
+    def time_verdict(self) -> str:
+        return verdict(self.time, self.claim.kind) if self.time is not None and self.time.n else ""
+
+
+def score(claim: Claim, arms: Arms) -> Row:
+    missing = [arm for arm in (claim.a, claim.b) if not arms.runs.get(arm)]
+    if missing:
+        return Row(claim, f"not run ({', '.join(missing)} missing)")
+    a_runs, b_runs = arms.runs[claim.a], arms.runs[claim.b]
+    pairs, a_values, b_values, timed, notes, capped = [], [], [], [], [], 0
+    for seed in sorted(set(a_runs) & set(b_runs)):
+        a, b = a_runs[seed], b_runs[seed]
+        a_value, step = a.value(METRIC), final_step(a)
+        b_eval = at_step(b, step)
+        if a_value is None or b_eval is None:
+            continue
+        if b_eval["step"] != step:
+            notes.append(f"seed {seed}: {claim.b} has no evaluation at step {step} (step {b_eval['step']} used)")
+        pairs.append(a_value - b_eval[METRIC])
+        a_values.append(a_value)
+        b_values.append(b_eval[METRIC])
+        a_seconds = a.value(TIME)
+        if claim.b == BASELINE and a_seconds is not None:
+            b_timed, short = within_time(b, a_seconds)
+            if b_timed is not None:
+                timed.append(a_value - b_timed[METRIC])
+                capped += short
+    if not pairs:
+        return Row(claim, "not run (no seed completed in both arms)")
+    if capped:
+        notes.append(f"{capped} seed(s): GRPO trained less time than {claim.a} in all (its final evaluation used)")
+    return Row(
+        claim,
+        "run",
+        statistics.fmean(a_values),
+        statistics.fmean(b_values),
+        paired_interval(pairs),
+        paired_interval(timed) if claim.b == BASELINE else None,
+        capped,
+        "; ".join(notes),
+    )
+
+
+def arm_rows(arms: Arms) -> list[dict[str, Any]]:
+    """Per arm: completed and failed runs, steps, final accuracy, training and whole-job wall time (means)."""
+    rows = []
+    for arm in sorted(set(arms.runs) | set(arms.failed), key=_arm_order):
+        runs = list(arms.runs.get(arm, {}).values())
+        mean = lambda values: statistics.fmean(values) if values else math.nan  # noqa: E731
+        accuracy = [v for v in (run.value(METRIC) for run in runs) if v is not None]
+        rows.append({
+            "arm": arm,
+            "n": len(runs),
+            "failed": arms.failed.get(arm, 0),
+            "steps": mean([final_step(run) for run in runs]),
+            f"{METRIC} mean": mean(accuracy),
+            f"{METRIC} std": statistics.stdev(accuracy) if len(accuracy) > 1 else math.nan,
+            "train_seconds mean": mean([v for v in (run.value(TIME) for run in runs) if v is not None]),
+            "job_seconds mean": mean([v for v in (run.value("wall_time_s") for run in runs) if v is not None]),
+        })  # fmt: skip
+    return rows
+
+
+def _arm_order(arm: str) -> tuple[int, str]:
+    order = [BASELINE] + [arm for claim in CLAIMS for arm in (claim.a, claim.b)]
+    return (order.index(arm), arm) if arm in order else (len(order), arm)
+
+
+def csv_row(row: Row) -> dict[str, Any]:
+    claim = row.claim
+    record: dict[str, Any] = {
+        "claim": claim.id, "source": claim.source, "statement": claim.statement, "a": claim.a, "b": claim.b,
+        "kind": claim.kind, "metric": METRIC, "n": row.rollouts.n if row.rollouts else 0, "a_mean": row.a_mean,
+        "b_mean": row.b_mean,
+    }  # fmt: skip
+    for name, interval in (("diff", row.rollouts), ("diff_equal_time", row.time)):
+        record |= {name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan}
+        if interval is not None:
+            record |= {name: interval.mean, f"{name}_low": interval.low, f"{name}_high": interval.high}
+    record |= {"verdict": row.verdict, "verdict_equal_time": row.time_verdict, "notes": row.notes}
+    return record
+
+
+def _interval_text(interval: Interval | None) -> str:
+    if interval is None or not interval.n:
+        return "-"
+    if interval.n < 2:
+        return f"{_signed(interval.mean)} (n=1)"
+    return f"{_signed(interval.mean)} [{_signed(interval.low)}, {_signed(interval.high)}]"
+
+
+def _signed(value: float) -> str:
+    return f"{round(value, 3) or 0.0:+.3f}"  # no "-0.000"
+
+
+def claims_markdown(claims: Sequence[Claim] = CLAIMS) -> str:
+    """The claims as a table (for the README)."""
+    rows = [[f"`{c.id}`", c.source, c.statement, f"`{c.a}` {'>' if c.kind == 'better' else '>='} `{c.b}`"]
+            for c in claims]  # fmt: skip
+    return markdown_table(["claim", "source", "statement", "arms"], rows)
+
+
+def scoreboard_markdown(rows: Sequence[Row], arm_table: Sequence[dict[str, Any]], source: str) -> str:
+    header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
+              "A - B, equal time [95% CI]", "verdict (time)", "notes"]  # fmt: skip
+    table = [
+        [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {'>' if r.claim.kind == 'better' else '>='} {r.claim.b}",
+         r.rollouts.n if r.rollouts else 0, _number(r.a_mean), _number(r.b_mean), _interval_text(r.rollouts),
+         f"**{r.verdict}**", _interval_text(r.time), r.time_verdict, r.notes.replace("|", "/")]
+        for r in rows
+    ]  # fmt: skip
+    arm_header = ["arm", "n", "failed", "steps", f"{METRIC} (mean +- std)", "training s (mean)", "job s (mean)"]
+    arms = [
+        [a["arm"], a["n"], a["failed"], _number(a["steps"], 0),
+         f"{_number(a[f'{METRIC} mean'])}" + (f" +- {a[f'{METRIC} std']:.3f}" if a["n"] > 1 else ""),
+         _number(a["train_seconds mean"], 1), _number(a["job_seconds mean"], 1)]
+        for a in arm_table
+    ]  # fmt: skip
+    return (
+        f"# Evidence scoreboard\n\nRuns from: {source}\n\n"
+        f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
+        "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
+        f"training time (`{TIME}`, evaluations excluded) is at most A's. Verdict (fixed in advance): a claim that A "
+        f"beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is < {MARGIN} "
+        f"(an effect of {MARGIN * 100:.0f} points is excluded), inconclusive otherwise; a claim that A does no worse "
+        f"(>=) is reproduced when the lower bound is > -{MARGIN}, not reproduced when the upper bound is < 0.\n\n"
+        f"{markdown_table(header, table)}\n\n## Arms\n\nFinal accuracy at each arm's own last step ({BASELINE}: "
+        f"its longer run); wall time: training (final `{TIME}`) and the whole job (`wall_time_s`: loading and "
+        f"evaluations included).\n\n{markdown_table(arm_header, arms)}\n"
+    )
+
+
+def _number(value: float, digits: int = 3) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+# --- plots -------------------------------------------------------------------------------------------------------
+def plot_forest(rows: Sequence[Row], path: Path) -> Path:
+    """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI."""
+    from socratic_exp.plots import pyplot
+
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.4))
+    for index, row in enumerate(rows):
+        shown = ((row.rollouts, -0.13, "o", "C0", "equal rollouts"), (row.time, 0.13, "s", "C1", "equal time"))
+        for interval, offset, marker, color, label in shown:
+            if interval is None or not interval.n:
+                continue
+            if interval.n > 1:
+                ax.plot([interval.low, interval.high], [index + offset] * 2, color=color, lw=1.5)
+            ax.plot(interval.mean, index + offset, marker=marker, color=color, label=label if index == 0 else None)
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.axvline(MARGIN, color="grey", lw=0.8, ls="--", label=f"+{MARGIN}: 'better' not reproduced below")
+    if any(row.claim.kind == "not_worse" for row in rows):
+        ax.axvline(-MARGIN, color="grey", lw=0.8, ls=":", label=f"-{MARGIN}: 'not worse' reproduced above")
+    labels = [f"{r.claim.id}" + ("" if r.status == "run" else " (not run)") for r in rows]
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set(xlabel=f"A - B, {METRIC} (mean over seeds, 95% CI)", title="Evidence scoreboard")
+    handles, names = ax.get_legend_handles_labels()
+    unique = dict(zip(names, handles, strict=True))
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_curves(arms: Arms, path: Path) -> Path:
+    """Held-out accuracy per arm, mean over seeds: against the step (left) and the training time (right)."""
+    from socratic_exp.plots import pyplot
+
+    plt = pyplot()
+    figure, (by_step, by_time) = plt.subplots(1, 2, figsize=(13, 5))
+    for index, arm in enumerate(sorted(arms.runs, key=_arm_order)):
+        records = [evaluations(run) for run in arms.runs[arm].values()]
+        steps, means, _ = mean_curve(records, METRIC)
+        if not steps:
+            continue
+        style = {"color": f"C{index % 10}", "ls": "-" if index < 10 else "--", "marker": "o", "ms": 3}
+        by_step.plot(steps, means, label=f"{arm} (n={len(records)})", **style)
+        _, seconds, _ = mean_curve(records, TIME)
+        if len(seconds) == len(means):
+            by_time.plot(seconds, means, **style)
+    by_step.set(xlabel="step (equal rollouts per step)", ylabel=f"{METRIC} (mean over seeds)", title="by rollouts")
+    by_time.set(xlabel=f"training seconds ({TIME}, mean over seeds)", title="by training wall time")
+    by_step.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+@dataclass
+class Scoreboard:
+    rows: list[Row]
+    arms: list[dict[str, Any]]
+    markdown: str
+    files: list[Path]
+
+
+def write_scoreboard(runs: Sequence[Run], out_dir: Path, claims: Sequence[Claim] = CLAIMS) -> Scoreboard:
+    """Score every claim on ``runs`` and write the scoreboard's files into ``out_dir``."""
+    arms = Arms.of(runs)
+    rows = [score(claim, arms) for claim in claims]
+    arm_table = arm_rows(arms)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"
+    markdown = scoreboard_markdown(rows, arm_table, source)
+    write_csv(out_dir / "scoreboard.csv", [csv_row(row) for row in rows])
+    files = [out_dir / "scoreboard.md", out_dir / "scoreboard.csv"]
+    if arm_table:
+        write_csv(out_dir / "scoreboard_arms.csv", arm_table)
+        files.append(out_dir / "scoreboard_arms.csv")
+    files.append(plot_forest(rows, out_dir / "scoreboard.png"))
+    markdown += "\n![scoreboard](scoreboard.png)\n"
+    if arms.runs:
+        files.append(plot_curves(arms, out_dir / "evidence_curves.png"))
+        markdown += "\n![evidence curves](evidence_curves.png)\n"
+    files[0].write_text(markdown, encoding="utf-8")
+    return Scoreboard(rows, arm_table, markdown, files)

@@ -1,0 +1,253 @@
+"""The evidence sweep: every arm composes with the sweep's shared budget, the training clock behind
+``eval/train_seconds``, and the scoreboard on fabricated run folders with hand-computed intervals and verdicts."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import ROOT, compose
+
+from socratic_exp import report
+from socratic_exp.callbacks import TRAIN_CLOCK, PeriodicEvalCallback, TrainClock
+from socratic_exp.components import build_components
+from socratic_exp.evidence import CLAIMS, Interval, paired_interval, t_quantile, verdict, write_scoreboard
+
+ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
+
+
+# --- the arms and the sweep ------------------------------------------------------------------------------------
+def test_the_claims_name_the_arms_that_exist():
+    named = {arm for claim in CLAIMS for arm in (claim.a, claim.b)}
+    assert named == set(ARMS) and len(ARMS) == 15
+    sweep = (ROOT / "sweeps" / "evidence.yaml").read_text()
+    assert all(arm in sweep for arm in ARMS)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_every_arm_composes_with_the_sweeps_budget(arm):
+    components = build_components(compose("+sweep=evidence", f"+evidence_arm={arm}", "seed=3"))
+    algorithm = components.algorithm
+    # the same rollouts per step for every arm; grpo alone trains 3x the steps (equal wall time)
+    assert (algorithm.batch_size, algorithm.num_generations) == (64, 8)
+    assert algorithm.max_steps == (300 if arm == "grpo" else 100)
+    assert algorithm.lr_scheduler_type == "constant"
+    assert (components.eval.every_steps, components.eval.pass_k, components.eval.assisted_attempts) == (20, 0, 1)
+
+
+def test_the_arms_set_what_their_claim_is_about():
+    def built(arm):
+        return build_components(compose("+sweep=evidence", f"+evidence_arm={arm}"))
+
+    assert (built("entropy_bottom").algorithm.rho, built("entropy_bottom").algorithm.mode) == (0.8, "bottom")
+    assert (built("entropy_random").algorithm.rho, built("entropy_random").algorithm.mode) == (0.2, "random")
+    assert built("socraticpo_without_tg").algorithm.guidance == "fixed_retry"
+    assert built("socraticpo_without_rd").algorithm.reward_decay is False
+    assert built("vpd_fixed").algorithm.reference_prior == "fixed"
+    assert type(built("socratic_rl_sft").distiller).__name__ == "SFTDistiller"
+    composition = built("composition")
+    assert (type(composition.algorithm).__name__, type(composition.sampler).__name__) == (
+        "SocraticPO", "GoldilocksSampler")  # fmt: skip
+    assert (composition.algorithm.guidance, composition.algorithm.reward_decay) == ("teacher", True)
+    assert (composition.algorithm.entropy_mask.rho, composition.algorithm.entropy_mask.mode) == (0.2, "top")
+
+
+# --- the training clock ----------------------------------------------------------------------------------------
+class FakeClock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_train_seconds_exclude_evaluations_and_survive_a_resume(tmp_path):
+    clock = FakeClock(100.0)
+    train_clock = TrainClock(clock)
+
+    class Evaluator:  # an evaluation takes 5 s
+        def evaluate(self, student):
+            clock.now += 5.0
+            return {"eval/greedy_acc": 0.5}
+
+    logged = []
+    sink = SimpleNamespace(log_evaluation=lambda metrics, step, teacher: logged.append((step, dict(metrics))))
+    callback = PeriodicEvalCallback(Evaluator(), SimpleNamespace(model=None), 2, sink, None, None, train_clock)
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    state = SimpleNamespace(global_step=0, max_steps=4, is_world_process_zero=True)
+    control = SimpleNamespace(should_training_stop=False)
+
+    clock.now = 100.0  # models loaded, first evaluation done: training starts
+    train_clock.on_train_begin(args, state, control)
+    clock.now, state.global_step = 103.0, 1
+    callback.on_step_end(args, state, control)  # no evaluation at step 1
+    clock.now, state.global_step = 107.0, 2
+    callback.on_step_end(args, state, control)  # evaluation: 107 -> 112, not training time
+    assert logged == [(2, {"eval/greedy_acc": 0.5, "eval/train_seconds": 7.0})]
+    clock.now = 115.0  # 3 s more training after the evaluation
+    (tmp_path / "checkpoint-2").mkdir()
+    train_clock.on_save(args, state, control)
+    assert json.loads((tmp_path / "checkpoint-2" / TRAIN_CLOCK).read_text()) == {"seconds": 10.0}
+    clock.now, state.global_step = 121.0, 4
+    callback.on_step_end(args, state, control)  # the last step: the final evaluation is the run's, not this one
+    train_clock.on_train_end(args, state, control)
+    clock.now = 500.0  # the final evaluation and saving do not count
+    assert train_clock.seconds == 16.0 and len(logged) == 1
+
+    # a run resumed from checkpoint-2 goes on from the 10 s it had trained up to there
+    resumed = TrainClock(clock)
+    state.global_step = 2
+    resumed.on_train_begin(args, state, control)
+    clock.now = 504.0
+    assert resumed.seconds == 14.0
+
+
+# --- the scoreboard --------------------------------------------------------------------------------------------
+def test_paired_interval_and_t_quantiles():
+    assert (t_quantile(1), t_quantile(2), t_quantile(4), t_quantile(30), t_quantile(60)) == (
+        12.706, 4.303, 2.776, 2.042, 2.042)  # fmt: skip
+    interval = paired_interval([0.01, 0.02, 0.03, 0.04, 0.05])
+    # mean 0.03, sd 0.0158114, half-width 2.776 * 0.0158114 / sqrt(5) = 0.019630
+    assert interval.n == 5 and interval.mean == pytest.approx(0.03)
+    assert (interval.low, interval.high) == (pytest.approx(0.010370, abs=1e-6), pytest.approx(0.049630, abs=1e-6))
+    one = paired_interval([0.2])
+    assert one.n == 1 and one.mean == 0.2 and verdict(one, "better") == "inconclusive"
+    assert paired_interval([]).n == 0
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "kind", "expected"),
+    [
+        (0.001, 0.019, "better", "reproduced"),  # real but small: the lower bound decides first
+        (-0.01, 0.019, "better", "not reproduced"),  # excludes 2 points
+        (-0.01, 0.03, "better", "inconclusive"),
+        (-0.019, 0.01, "not_worse", "reproduced"),
+        (-0.05, -0.001, "not_worse", "not reproduced"),
+        (-0.03, 0.01, "not_worse", "inconclusive"),
+    ],
+)
+def test_verdict_rule(low, high, kind, expected):
+    assert verdict(Interval(5, (low + high) / 2, low, high), kind) == expected
+
+
+def grpo_curve(step: int) -> float:
+    return 0.30 + step / 1000  # 0.40 at step 100, 0.44 at 140, 0.60 at 300
+
+
+def make_run(root: Path, job: int, arm: str, seed: int, evals: list[tuple[int, float, float]], status="completed"):
+    """A run folder as a sweep job writes it: evaluations (step, accuracy, training seconds) in ``metrics.jsonl``
+    between training logs, the last one as the summary's final."""
+    folder = root / str(job)
+    folder.mkdir(parents=True)
+    lines = []
+    for step, accuracy, seconds in evals:
+        if step:
+            lines.append({"step": step, "time": 1.0, "reward": 0.5, "loss": 0.1})
+        lines.append({"step": step, "time": 1.0, "eval/greedy_acc": accuracy, "eval/greedy_acc/d1": 0.9,
+                      "eval/no_answer": 0.0, "eval/train_seconds": seconds})  # fmt: skip
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    step, accuracy, seconds = evals[-1]
+    summary = {
+        "status": status,
+        "overrides": [f"+evidence_arm={arm}", f"seed={seed}", "+sweep=evidence"],
+        "config": {"objective": "eval/greedy_acc", "seed": seed},
+        "initial": {"eval/greedy_acc": evals[0][1], "eval/train_seconds": 0.0},
+        "final": {"eval/greedy_acc": accuracy, "eval/no_answer": 0.0, "eval/train_seconds": seconds},
+        "steps": step,
+        "wall_time_s": seconds + 50.0,
+    }
+    if status != "completed":
+        summary = {k: summary[k] for k in ("status", "overrides", "config")} | {"error": {"message": "boom"}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """GRPO for 300 steps at 1 s a step; arms of 100 steps whose final accuracy is GRPO's at step 100 (0.40) plus
+    the per-seed differences below."""
+    root = tmp_path / "sweep"
+    jobs = iter(range(100))
+
+    def arm(name: str, diffs: dict[int, float], seconds_per_step: float) -> None:
+        for seed, diff in diffs.items():
+            evals = [(0, 0.30, 0.0), (100, round(0.40 + diff, 6), 100 * seconds_per_step)]
+            make_run(root, next(jobs), name, seed, evals)
+
+    for seed in range(5):
+        make_run(root, next(jobs), "grpo", seed, [(s, grpo_curve(s), float(s)) for s in range(0, 301, 20)])
+    arm("socraticpo", {0: 0.01, 1: 0.02, 2: 0.03, 3: 0.04, 4: 0.05}, 1.5)  # trains 150 s: GRPO's step 140
+    arm("entropy_top", {0: -0.01, 1: -0.005, 2: 0.0, 3: 0.005, 4: 0.01}, 1.0)
+    arm("entropy_bottom", {0: -0.01, 1: -0.025, 2: -0.04}, 1.0)  # top - bottom by seed: 0.00, 0.02, 0.04
+    arm("sdpo", {0: 0.0, 1: 0.005, 2: 0.01, 3: -0.005, 4: 0.0}, 1.0)
+    arm("vpd_dynamic", {0: 0.1}, 1.0)  # one seed
+    arm("socratic_rl_kl", {0: 0.05, 1: 0.07}, 10.0)  # 1000 s: more than GRPO's whole run
+    make_run(root, next(jobs), "goldilocks", 0, [(0, 0.3, 0.0)], status="failed")
+    return root
+
+
+def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
+    out = tmp_path / "out"
+    board = write_scoreboard(report.find_runs([sweep]), out)
+    rows = {row.claim.id: row for row in board.rows}
+
+    socraticpo = rows["socraticpo>grpo"]  # diffs 0.01..0.05 against GRPO's step 100
+    assert socraticpo.rollouts.n == 5 and socraticpo.verdict == "reproduced"
+    assert (socraticpo.a_mean, socraticpo.b_mean) == (pytest.approx(0.43), pytest.approx(0.40))
+    assert socraticpo.rollouts.low == pytest.approx(0.010370, abs=1e-6)
+    assert socraticpo.rollouts.high == pytest.approx(0.049630, abs=1e-6)
+    # equal time: 150 s of training -> GRPO's step 140 (0.44): diffs -0.03..0.01, mean -0.01, same half-width
+    assert socraticpo.time.mean == pytest.approx(-0.01)
+    assert (socraticpo.time.low, socraticpo.time.high) == (
+        pytest.approx(-0.029630, abs=1e-6), pytest.approx(0.009630, abs=1e-6))  # fmt: skip
+    assert socraticpo.time_verdict == "not reproduced" and socraticpo.capped == 0
+
+    top = rows["entropy_top>=grpo"]  # diffs -0.01..0.01: sd 0.0079057, half-width 0.0098145; not worse
+    assert top.rollouts.mean == pytest.approx(0.0, abs=1e-12)
+    assert top.rollouts.high == pytest.approx(0.0098145, abs=1e-6) and top.verdict == "reproduced"
+    bottom = rows["entropy_top>bottom"]  # seeds 0-2 paired: 0.00, 0.02, 0.04: mean 0.02, half 4.303*0.02/sqrt(3)
+    assert bottom.rollouts.n == 3 and bottom.rollouts.low == pytest.approx(-0.029687, abs=1e-6)
+    assert bottom.verdict == "inconclusive" and bottom.time is None  # B is not GRPO: no equal-time row
+    sdpo = rows["sdpo>grpo"]  # diffs 0, .005, .01, -.005, 0: mean 0.002, sd 0.0057009, half-width 0.0070775
+    assert sdpo.rollouts.high == pytest.approx(0.0090775, abs=1e-6) and sdpo.verdict == "not reproduced"
+    assert rows["vpd>grpo"].rollouts.n == 1 and rows["vpd>grpo"].verdict == "inconclusive"
+    capped = rows["socratic_rl_kl>grpo"]  # 1000 s each: GRPO's whole run (300 s, 0.60) is what it is compared to
+    assert capped.capped == 2 and capped.time.mean == pytest.approx(-0.14) and "GRPO trained less" in capped.notes
+    assert capped.rollouts.low == pytest.approx(0.06 - 0.12706, abs=1e-6)
+    assert rows["entropy_top>random"].verdict == "not run (entropy_random missing)"
+    assert rows["goldilocks>grpo"].verdict == "not run (goldilocks missing)"  # its only run failed
+    assert rows["vpd_dynamic>fixed"].verdict == "not run (vpd_fixed missing)"
+
+    assert [f.name for f in board.files] == [
+        "scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv", "scoreboard.png", "evidence_curves.png"]  # fmt: skip
+    assert all(f.is_file() and f.stat().st_size > 0 for f in board.files)
+    table = {r["claim"]: r for r in csv.DictReader((out / "scoreboard.csv").open())}
+    assert len(table) == len(CLAIMS) and table["socraticpo>grpo"]["verdict"] == "reproduced"
+    assert float(table["socraticpo>grpo"]["diff_low"]) == pytest.approx(0.010370, abs=1e-6)
+    assert float(table["socraticpo>grpo"]["diff_equal_time"]) == pytest.approx(-0.01)
+    arms = {r["arm"]: r for r in csv.DictReader((out / "scoreboard_arms.csv").open())}
+    assert arms["grpo"]["n"] == "5" and float(arms["grpo"]["train_seconds mean"]) == 300.0
+    assert float(arms["grpo"]["job_seconds mean"]) == 350.0 and float(arms["socraticpo"]["steps"]) == 100
+    assert (arms["goldilocks"]["n"], arms["goldilocks"]["failed"]) == ("0", "1")
+    markdown = (out / "scoreboard.md").read_text()
+    assert "+0.030 [+0.010, +0.050]" in markdown and "**not run (entropy_random missing)**" in markdown
+
+
+def test_b_is_read_at_as_final_step_and_says_so_when_it_has_no_evaluation_there(tmp_path):
+    root = tmp_path / "sweep"
+    for seed in range(2):
+        make_run(root, 2 * seed, "grpo", seed, [(s, grpo_curve(s), float(s)) for s in range(0, 301, 20)])
+        make_run(root, 2 * seed + 1, "goldilocks", seed, [(0, 0.3, 0.0), (90, 0.45 + seed / 100, 90.0)])
+    row = {r.claim.id: r for r in write_scoreboard(report.find_runs([root]), tmp_path / "out").rows}
+    goldilocks = row["goldilocks>grpo"]  # GRPO at step 80 (0.38): diffs 0.07, 0.08
+    assert goldilocks.b_mean == pytest.approx(0.38) and goldilocks.rollouts.mean == pytest.approx(0.075)
+    assert "no evaluation at step 90 (step 80 used)" in goldilocks.notes
+
+
+def test_report_cli_scoreboard(sweep, capsys):
+    assert report.main([str(sweep), "--scoreboard"]) == 0
+    printed = capsys.readouterr().out
+    assert "# Evidence scoreboard" in printed and "`socraticpo>grpo`" in printed
+    assert (sweep / "scoreboard.md").is_file() and (sweep / "evidence_curves.png").is_file()
