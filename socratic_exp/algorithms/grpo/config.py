@@ -3,7 +3,7 @@
 Everything GRPO does (generation, group-relative advantages, clipping, KL, vLLM) is TRL's. This module maps the
 config onto ``trl.GRPOConfig``, adds the task's verifier as the reward function and plugs in the sampler.
 Differences from TRL's defaults (TRL 1.16), chosen for the CPU testbed and stated in each field's help and
-``conf/algorithm/grpo.yaml``: ``max_steps`` 400 (TRL: -1, epochs), ``learning_rate`` 3e-5 (TRL: 1e-6),
+``conf/algorithm/grpo.yaml``: ``max_steps`` 400 (TRL: -1, epochs), ``learning_rate`` 1e-4 (TRL: 1e-6),
 ``lr_scheduler_type`` constant (TRL: linear), ``batch_size`` 64 (TRL: 8), ``max_completion_length`` 48 (TRL: 512),
 ``bf16`` only on GPUs with bf16 (TRL: on), ``gradient_checkpointing`` off (TRL: on), ``logging_steps`` 5 (TRL: 10),
 ``save_steps`` 50 (TRL: 500), ``save_total_limit`` 2 (TRL: all), ``log_completions`` on (TRL: off),
@@ -35,7 +35,7 @@ LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", 
 @dataclasses.dataclass(kw_only=True)
 class GRPO(Algorithm):
     max_steps: int = setting(400, "optimizer steps of the run (TRL: -1, i.e. num_train_epochs)", ge=1)
-    learning_rate: float = setting(3e-5, "AdamW learning rate; hub models want e.g. 1e-6 (TRL: 1e-6)", gt=0.0)
+    learning_rate: float = setting(1e-4, "AdamW learning rate; hub models want e.g. 1e-6 (TRL: 1e-6)", gt=0.0)
     lr_scheduler_type: str = setting("constant", "transformers' learning-rate schedule name (TRL: linear)")
     warmup_steps: int = setting(0, "linear warm-up steps from 0 to learning_rate", ge=0)
     weight_decay: float = setting(0.0, "AdamW weight decay (bias and LayerNorm excluded)", ge=0.0)
