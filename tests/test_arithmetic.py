@@ -190,7 +190,10 @@ def test_warmstart_corpus_has_misconceptions_contexts_and_masks(task):
 
 @pytest.mark.parametrize(
     ("shares", "message"),
-    [({"retry": 0.7, "solution": 0.5}, "sum to at most 1 (they sum to 1.2)"), ({"hint": 0.1}, "unknown kind(s) ['hint']")],
+    [
+        ({"retry": 0.7, "solution": 0.5}, "sum to at most 1 (they sum to 1.2)"),
+        ({"hint": 0.1}, "unknown kind(s) ['hint']"),
+    ],
 )
 def test_context_shares_are_checked(shares, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):

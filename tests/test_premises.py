@@ -1,0 +1,49 @@
+"""The embedded testbed's premises (``python -m socratic_exp.premises``): each paper's precondition, measured on the
+default warm-started student, stays at the level the design promises (``premises.PROMISES``). Seeded: the figures
+are those of the README's table. Slow: it builds the default warm-start (about 4.5 minutes on 2 cores)."""
+
+from __future__ import annotations
+
+import pytest
+
+from socratic_exp.premises import PROMISES, _line_starts, _pearson
+
+# Premises the redesign did not reach (README, "The embedded testbed"): held to failing, so that the README's
+# statement is revisited when they start to hold.
+NOT_REACHED = {"socraticpo/guided_fix_rate", "socraticpo/guidance_gain", "entropy/decision_enrichment"}
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory):
+    from socratic_exp.components import build_components
+    from socratic_exp.hydra_support import compose
+    from socratic_exp.premises import measure
+
+    cache = tmp_path_factory.mktemp("premises-cache")
+    components = build_components(compose("algorithm=socraticpo", f"model.cache_dir={cache}"))
+    return measure(components, questions=400, seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("promise", [p for p in PROMISES if p.key not in NOT_REACHED], ids=lambda p: p.key)
+def test_premise_holds_on_the_default_testbed(figures, promise):
+    assert figures[promise.key] >= promise.at_least, f"{promise.key} = {figures[promise.key]:.3f}: {promise.why}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("promise", [p for p in PROMISES if p.key in NOT_REACHED], ids=lambda p: p.key)
+def test_premise_the_redesign_did_not_reach_is_still_short(figures, promise):
+    assert figures[promise.key] < promise.at_least, f"{promise.key} now holds: update the README and NOT_REACHED"
+
+
+def test_decisions_are_the_first_token_of_each_line():
+    pieces = ["4", "*", "2", "=", "8", "\n", "3", "+", "8", "=", "1", "1", "\n", "A", ":", " ", "1", "1", "\n"]
+    starts = _line_starts(pieces)
+    assert [i for i, s in enumerate(starts) if s] == [0, 6, 13]
+
+
+def test_pearson_by_hand():
+    import torch
+
+    # a = (1, 2, 3), b = (1, 3, 2): centred (-1, 0, 1), (-1, 1, 0): r = 1 / (sqrt 2 sqrt 2) = 0.5
+    assert _pearson(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0])) == pytest.approx(0.5)
