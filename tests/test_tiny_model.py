@@ -1,0 +1,42 @@
+"""model=tiny's warm-start: traces packed several to a row see only themselves (PackingCollator)."""
+
+from __future__ import annotations
+
+import torch
+
+from socratic_exp.models.char_tokenizer import build_char_tokenizer
+from socratic_exp.models.tiny import PackingCollator, TinyModel, encode_example
+
+
+def test_rows_are_packed_first_fit_decreasing_with_positions_from_zero():
+    features = [{"input_ids": [1] * 5, "labels": [-100, 1, 1, 1, 1]}, {"input_ids": [2] * 4, "labels": [2] * 4},
+                {"input_ids": [3] * 3, "labels": [3] * 3}]  # fmt: skip
+    batch = PackingCollator(pad_token_id=0, max_length=8)(features)
+    # 5 + 3 fill the first row; 4 starts the second, padded to 8 as a block of its own without labels
+    assert batch["input_ids"].tolist() == [[1, 1, 1, 1, 1, 3, 3, 3], [2, 2, 2, 2, 0, 0, 0, 0]]
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 2, 3, 0, 1, 2, 3]]
+    assert batch["labels"].tolist() == [[-100, 1, 1, 1, 1, 3, 3, 3], [2, 2, 2, 2, -100, -100, -100, -100]]
+    assert "attention_mask" not in batch  # transformers derives the block-diagonal mask from the positions
+
+
+def test_packed_loss_equals_the_traces_one_by_one():
+    from socratic_exp.tasks.arithmetic import ArithmeticTask
+
+    tokenizer = build_char_tokenizer()
+    torch.manual_seed(0)
+    model = TinyModel().build_untrained(tokenizer).eval()
+    examples = ArithmeticTask(train_size=10, eval_size=10, probe_size=0).warmstart_examples(12, seed=0)
+    features = [encode_example(example, tokenizer, 256) for example in examples]
+    batch = PackingCollator(tokenizer.pad_token_id, 256)(features)
+    assert batch["input_ids"].shape[0] < len(features)  # packing happened
+
+    def summed_loss(input_ids, labels, **inputs):
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=input_ids, use_cache=False, **inputs).logits, -1)[:, :-1]
+        targets = labels[:, 1:]
+        picked = logp.gather(-1, targets.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+        return float(-picked[targets != -100].sum())
+
+    packed = summed_loss(batch["input_ids"], batch["labels"], position_ids=batch["position_ids"])
+    alone = sum(summed_loss(torch.tensor([f["input_ids"]]), torch.tensor([f["labels"]])) for f in features)
+    assert abs(packed - alone) < 1e-3 * alone
