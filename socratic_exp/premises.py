@@ -375,10 +375,17 @@ def verdicts(figures: dict[str, float]) -> list[tuple[Promise, float | None, boo
     return [(p, figures.get(p.key), figures.get(p.key, float("-inf")) >= p.at_least) for p in PROMISES]
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 8:  # a quarter of them go to the SDPO / VPD measurement, and half the rest to the ridge fit
+        raise argparse.ArgumentTypeError(f"{value}: give at least 8 questions")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m socratic_exp.premises", description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m socratic_exp")
-    parser.add_argument("--questions", type=int, default=400, help="questions per measurement (default 400)")
+    parser.add_argument("--questions", type=_positive, default=400, help="questions per measurement (default 400)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
     args = parser.parse_args(argv)
@@ -387,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from socratic_exp.errors import UserError
     from socratic_exp.hydra_support import compose
 
+    from hydra.errors import HydraException
+
     configure()
     started = time.perf_counter()
     try:
@@ -394,6 +403,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = measure(components, args.questions, args.seed)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except HydraException as err:  # an unknown option or a malformed override: its first line says which
+        print(f"error: {str(err).splitlines()[0]} (see python -m socratic_exp --help)", file=sys.stderr)
         return 2
     width = max(map(len, figures))
     for key, value in figures.items():

@@ -47,3 +47,16 @@ def test_pearson_by_hand():
 
     # a = (1, 2, 3), b = (1, 3, 2): centred (-1, 0, 1), (-1, 1, 0): r = 1 / (sqrt 2 sqrt 2) = 0.5
     assert _pearson(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0])) == pytest.approx(0.5)
+
+
+def test_the_command_names_a_bad_option_and_exits_2(capsys):
+    from socratic_exp.premises import main
+
+    assert main(["model=nope"]) == 2
+    assert "Could not find 'model/nope'" in capsys.readouterr().err
+    assert main(["task.max_ops=0"]) == 2
+    assert "task.max_ops=0: must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["--questions", "3"])
+    assert exited.value.code == 2
+    assert "give at least 8 questions" in capsys.readouterr().err
