@@ -389,12 +389,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
     args = parser.parse_args(argv)
+    from hydra.errors import HydraException
+
     from socratic_exp.components import build_components
     from socratic_exp.console import configure
     from socratic_exp.errors import UserError
     from socratic_exp.hydra_support import compose
-
-    from hydra.errors import HydraException
 
     configure()
     started = time.perf_counter()
