@@ -156,7 +156,7 @@ def seed_of(run: Run) -> int | None:
 
 @dataclass
 class Arms:
-    """The completed runs of each arm by seed, and the failed ones counted."""
+    """The completed runs of each arm by seed, and the failed (or interrupted) ones counted."""
 
     runs: dict[str, dict[int, Run]]
     failed: dict[str, int]
@@ -171,7 +171,7 @@ class Arms:
                 continue
             if run.status == "completed":
                 by_arm[arm][seed] = run
-            else:
+            elif run.status != "running":  # a sweep still under way is not a failure
                 failed[arm] += 1
         return cls(dict(by_arm), dict(failed))
 

@@ -44,7 +44,7 @@ class TinyModel(ModelSpec):
     intermediate_size: int = setting(384, "width of each MLP block", ge=1)
     max_length: int = setting(256, "context length in characters (prompt + completion)", ge=1)
     warmstart_examples: int = setting(40000, "traces in the supervised warm-start corpus", ge=1)
-    warmstart_steps: int = setting(700, "supervised warm-start steps (0: RL from random weights)", ge=0)
+    warmstart_steps: int = setting(1100, "supervised warm-start steps (0: RL from random weights)", ge=0)
     warmstart_batch_size: int = setting(64, "traces per warm-start step", ge=1)
     warmstart_lr: float = setting(2e-3, "AdamW learning rate of the warm-start", gt=0.0)
     warmstart_seed: int = setting(

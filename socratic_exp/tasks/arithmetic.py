@@ -93,7 +93,7 @@ class ArithmeticTask(Task):
     min_ops: int = setting(1, "fewest operations per expression (difficulty = number of operations)", ge=1)
     max_ops: int = setting(3, "most operations per expression (>= min_ops)", ge=1, le=12)
     max_operand: int = setting(9, "operands are drawn from 1..max_operand", ge=1, le=99)
-    max_value: int = setting(99, "every intermediate value stays within +-max_value (>= max_operand)", ge=1)
+    max_value: int = setting(30, "every intermediate value stays within +-max_value (>= max_operand)", ge=1)
     train_size: int = setting(4000, "generated training problems", ge=1)
     eval_size: int = setting(400, "generated held-out problems", ge=1)
     probe_size: int = setting(100, "generated probe problems (Socratic-RL's viewpoint utility), never trained on", ge=0)
