@@ -356,7 +356,7 @@ def plot_forest(rows: Sequence[Row], path: Path) -> Path:
     ax.set(xlabel=f"A - B, {METRIC} (mean over seeds, 95% CI)", title="Evidence scoreboard")
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles, strict=True))
-    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="lower right")
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
