@@ -18,7 +18,7 @@ NOT_CHECKABLE = ("--help", "--cfg", "resume=outputs", "$", "<")
 def readme_commands() -> list[list[str]]:
     commands = []
     for line in (ROOT / "README.md").read_text().splitlines():
-        match = re.search(r"python -m socratic_exp\b(.*)", line)
+        match = re.search(r"python -m socratic_exp(?![.\w])(.*)", line)  # the app, not its .report / .premises
         if not match or "`" in line[: match.start()]:  # prose that mentions a command inline
             continue
         words = shlex.split(match.group(1).split("#", 1)[0].split("&&", 1)[0], posix=True)
