@@ -557,8 +557,15 @@ def test_periodic_evaluation_stops_training_on_collapse():
 @pytest.mark.slow
 def test_a_collapsing_run_stops_and_keeps_its_best_checkpoint(run_app):
     proc, outputs = run_app(
-        "algorithm=grpo", "debug=fast", "debug=quick_warmstart", "logger=none", "algorithm.learning_rate=1.0",
-        "eval.collapse_margin=0.0", "eval.pass_k=0", "algorithm.batch_size=64", "algorithm.num_generations=8",
+        "algorithm=grpo",
+        "debug=fast",
+        "debug=quick_warmstart",
+        "logger=none",
+        "algorithm.learning_rate=1.0",
+        "eval.collapse_margin=0.0",
+        "eval.pass_k=0",
+        "algorithm.batch_size=64",
+        "algorithm.num_generations=8",
     )  # fmt: skip  (64 rollouts: the quick student solves a few, so the huge step has an advantage to follow)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = run_dirs(outputs)
