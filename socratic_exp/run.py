@@ -285,7 +285,6 @@ class Experiment:
             trainer.train(resume_from_checkpoint=checkpoint)
             step = trainer.state.global_step
             student.model = trainer.accelerator.unwrap_model(trainer.model)
-            clock.stop()  # a no-op after the trainer's on_train_end: the final evaluation is not training time
             final = None if guard.stopped_at is not None else evaluator.evaluate(student)
             if final is None or guard.observe(step, final, student.model):  # collapse: the best weights are final
                 guard.restore(student.model)
