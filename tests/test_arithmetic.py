@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
-from socratic_exp.tasks.arithmetic import ArithmeticTask, extract_answer
+from socratic_exp.tasks.arithmetic import ArithmeticTask, extract_answer, guidance_for
+from socratic_exp.teachers.diagnosis import diagnose
+from socratic_exp.teachers.rule import RuleTeacher, hint_for
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,17 @@ def test_textbook_order_and_the_two_misconceptions():
 def test_slip_is_carried_forward():
     steps = ex.correct_steps(ex.parse("2*3+4"), slip_at=0, slip_by=1)
     assert [str(s) for s in steps] == ["2*3=7", "7+4=11"]
+
+
+def test_a_miscopied_operand_is_carried_forward_and_hinted_as_the_rule_teacher_does():
+    expr = ex.parse("2*3+4")
+    wrong = ex.correct_steps(expr, slip_at=1, miscopy=("right", 5))
+    assert [str(s) for s in wrong] == ["2*3=6", "6+5=11"]
+    assert [str(s) for s in ex.correct_steps(expr, slip_at=0, miscopy=("left", 1))] == ["1*3=3", "3+4=7"]
+    hints = {guidance_for("copy", wrong, ex.correct_steps(expr), expr, random.Random(seed)) for seed in range(20)}
+    assert hints == {"Hint: step 2 uses 6+5 but the expression has 6+4.", "Hint: copy the numbers of step 2 exactly: 6+4."}
+    diagnosis = RuleTeacher().diagnose("Q: 2*3+4=?\n", ex.format_trace(wrong))
+    assert hint_for(diagnosis) == "Hint: step 2 uses 6+5 but the expression has 6+4."
 
 
 @pytest.mark.parametrize("bad", ["", "3+", "(1+2", "1+2)", "2**3", "__import__('os')", "1" * 300, "((" * 40 + "1"])
@@ -186,6 +199,18 @@ def test_warmstart_corpus_has_misconceptions_contexts_and_masks(task):
     # about half of the unassisted traces where a misconception matters show it
     assert 0.4 < wrong_single / sensitive < 0.6
     assert wrong_after_retry_line > 0
+    # a retry's wrong attempt is, evenly, a misconception that changes the answer, a slip or a miscopy: each an error
+    # the rule teacher diagnoses (a question with one misconception: a third each; with none, most questions of
+    # the corpus: half slips, half miscopies)
+    errors: dict[str, int] = {}
+    for example in examples:
+        if _kind(example) == "retry":
+            question = example[0][0][3:-3]
+            error = diagnose(ex.parse(question), example[1][0]).error
+            errors[error] = errors.get(error, 0) + 1
+    assert set(errors) == {"precedence", "parentheses", "slip", "copy"}
+    retries = sum(errors.values())
+    assert 0.40 < errors["copy"] / retries < 0.50 and 0.40 < errors["slip"] / retries < 0.50, errors
 
 
 @pytest.mark.parametrize(

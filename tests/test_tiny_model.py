@@ -40,3 +40,21 @@ def test_packed_loss_equals_the_traces_one_by_one():
     packed = summed_loss(batch["input_ids"], batch["labels"], position_ids=batch["position_ids"])
     alone = sum(summed_loss(torch.tensor([f["input_ids"]]), torch.tensor([f["labels"]])) for f in features)
     assert abs(packed - alone) < 1e-3 * alone
+
+
+def test_bf16_autocast_follows_the_setting_or_what_the_machine_computes_natively(monkeypatch, tmp_path):
+    from socratic_exp.tasks.arithmetic import ArithmeticTask
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    assert TinyModel().uses_bf16() is False  # emulated bf16 would be slower than float32
+    assert TinyModel(warmstart_bf16=True).uses_bf16() is True
+    task = ArithmeticTask()
+    float32_path = TinyModel(cache_dir=str(tmp_path)).cache_path(task)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert TinyModel().uses_bf16() is True
+    assert TinyModel(warmstart_bf16=False).uses_bf16() is False
+    # a student warm-started in the other precision is another student: it is cached apart
+    assert TinyModel(cache_dir=str(tmp_path)).cache_path(task) != float32_path
+    assert TinyModel(cache_dir=str(tmp_path), warmstart_bf16=False).cache_path(task) == float32_path

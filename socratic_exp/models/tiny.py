@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task, WarmstartExample
 
 log = logging.getLogger(__name__)
-WARMSTART_FORMAT = 3  # bump when the corpus or training recipe changes in a way the settings do not show
+WARMSTART_FORMAT = 4  # bump when the corpus or training recipe changes in a way the settings do not show
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -47,6 +47,11 @@ class TinyModel(ModelSpec):
     warmstart_steps: int = setting(1100, "supervised warm-start steps (0: RL from random weights)", ge=0)
     warmstart_batch_size: int = setting(64, "traces per warm-start step", ge=1)
     warmstart_lr: float = setting(2e-3, "AdamW learning rate of the warm-start", gt=0.0)
+    warmstart_bf16: bool | None = setting(
+        None,
+        "bf16 autocast in the warm-start (null: where the device computes bf16 natively, CUDA GPUs with bf16 and "
+        "CPUs with AVX512-BF16 or AMX, on which it is about 1.7x faster; off elsewhere, where it would be emulated)",
+    )
     warmstart_seed: int = setting(
         0, "warm-start seed; not ${seed}: every seed of a sweep starts from the same student", ge=0
     )
@@ -87,12 +92,23 @@ class TinyModel(ModelSpec):
     def cache_path(self, task: Task) -> Path:
         settings = {
             "format": WARMSTART_FORMAT,
-            # lora shapes the RL phase, not the warm-started weights
-            "model": {k: v for k, v in self.options().items() if k not in ("cache_dir", "lora")},
+            # lora shapes the RL phase, not the warm-started weights; null bf16 resolves per machine
+            "model": {k: v for k, v in self.options().items() if k not in ("cache_dir", "lora")}
+            | {"warmstart_bf16": self.uses_bf16()},
             "task": {"target": type(task).__qualname__, **task.warmstart_fingerprint()},
         }
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
         return Path(self.cache_dir or default_cache_dir()) / f"tiny-{key}"
+
+    def uses_bf16(self) -> bool:
+        """Whether the warm-start runs under bf16 autocast (``warmstart_bf16``, resolved for this machine)."""
+        if self.warmstart_bf16 is not None:
+            return self.warmstart_bf16
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.is_bf16_supported()
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
     # --- building ---------------------------------------------------------------------------------------------
     def build_untrained(self, tokenizer: Any) -> Any:
@@ -118,7 +134,6 @@ class TinyModel(ModelSpec):
 
     def _build(self, task: Task, path: Path) -> None:
         import torch
-        from datasets import Dataset
         from transformers import Trainer, TrainingArguments, set_seed
 
         from socratic_exp.console import quiet_trainer
@@ -134,7 +149,7 @@ class TinyModel(ModelSpec):
             path,
         )
         examples = task.warmstart_examples(self.warmstart_examples, self.warmstart_seed)
-        features = Dataset.from_list([encode_example(example, tokenizer, self.max_length) for example in examples])
+        features = [encode_example(example, tokenizer, self.max_length) for example in examples]
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}-") as scratch:
             args = TrainingArguments(
                 output_dir=os.path.join(scratch, "trainer"),
@@ -149,6 +164,7 @@ class TinyModel(ModelSpec):
                 report_to=[],
                 seed=self.warmstart_seed,
                 dataloader_num_workers=0,
+                bf16=self.uses_bf16(),  # autocast only: the weights and optimizer state stay float32
                 disable_tqdm=False,
                 use_cpu=not torch.cuda.is_available(),
             )
@@ -163,7 +179,8 @@ class TinyModel(ModelSpec):
             model.save_pretrained(staged)
             tokenizer.save_pretrained(staged)
             info = {
-                "settings": {k: v for k, v in self.options().items() if k != "lora"} | {"cache_dir": str(path.parent)},
+                "settings": {k: v for k, v in self.options().items() if k != "lora"}
+                | {"cache_dir": str(path.parent), "warmstart_bf16": self.uses_bf16()},
                 "task": task.warmstart_fingerprint(),
                 "parameters": model.num_parameters(),
                 "train_loss": result.training_loss,

@@ -20,6 +20,7 @@ from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, Task, Verdict, WarmstartExample, environment_feedback
+from socratic_exp.teachers.diagnosis import diagnose
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -63,7 +64,15 @@ GUIDANCE: dict[str, tuple[str, ...]] = {
         "Hint: compute ({inner}) first.",
     ),
     "slip": ("Hint: recheck {step}.", "Hint: step {n} is wrong: {left}{op}{right} is not {result}."),
+    "copy": (
+        "Hint: step {n} uses {wrote} but the expression has {expected}.",
+        "Hint: copy the numbers of step {n} exactly: {expected}.",
+    ),
 }
+# The wrong attempts of the corpus's contexts, drawn evenly among the misconceptions that change the answer and the
+# two errors the warm-started student makes on its own: an arithmetic slip, and a miscopied number (the most common
+# wrong first attempt of the sampling student). Each is an error class the rule teacher diagnoses and hints at.
+OWN_ERRORS = ("slip", "copy")
 
 
 def prompt_for(expression: str, context: str | None = None) -> str:
@@ -294,12 +303,31 @@ class ArithmeticTask(Task):
         return environment_feedback("wrong", str(wrong[-1].result))
 
     def _wrong_steps(self, expr: ex.Expr, rng: random.Random) -> tuple[str, list[ex.Step]]:
-        """A wrong attempt the student makes: one of its misconceptions where they change the answer, else a slip."""
-        kinds = self.misconception_of(expr)
-        if kinds:
-            kind = rng.choice(kinds)
+        """A wrong attempt the student makes: a misconception that changes the answer, a slip or a miscopy."""
+        kind = rng.choice([*self.misconception_of(expr), *OWN_ERRORS])
+        if kind in ex.MISCONCEPTIONS:
             return kind, ex.MISCONCEPTIONS[kind](expr)
+        if kind == "copy":
+            miscopied = self._copy_steps(expr, rng)
+            if miscopied is not None:
+                return kind, miscopied
         return "slip", self._slip_steps(expr, rng)
+
+    def _copy_steps(self, expr: ex.Expr, rng: random.Random) -> list[ex.Step] | None:
+        """A trace with one miscopied operand (another number of the expression, or one off by 1 or 2) and the error
+        carried forward, or None when no such trace reads as a copy error within ``max_value``."""
+        at = rng.randrange(ex.count_ops(expr))
+        right = ex.correct_steps(expr)[at]
+        side = rng.choice(("left", "right"))
+        meant = right.left if side == "left" else right.right
+        numbers = {int(n) for n in re.findall(r"\d+", ex.render(expr))} | {meant + d for d in (-2, -1, 1, 2)}
+        candidates = sorted(numbers - {meant})
+        for number in rng.sample(candidates, k=len(candidates)):
+            steps = ex.correct_steps(expr, slip_at=at, miscopy=(side, number))
+            within = all(abs(step.result) <= self.max_value for step in steps)
+            if within and diagnose(expr, ex.format_trace(steps)).error == "copy":
+                return steps
+        return None
 
     def _student_trace(self, expr: ex.Expr, rng: random.Random) -> str:
         """What the warm-started student writes without help: sometimes a misconception, rarely a slip."""
@@ -316,15 +344,20 @@ class ArithmeticTask(Task):
 
 
 def guidance_for(kind: str, wrong: list[ex.Step], right: list[ex.Step], expr: ex.Expr, rng: random.Random) -> str:
-    """A guidance line for a wrong trace, pointing at its first step that differs from the correct one."""
+    """A guidance line for a wrong trace, pointing at its first step that differs from the correct one (for a copy
+    error, at the operation the teacher's diagnosis expects there, as the rule teacher's hint does)."""
     first = next((i for i, (w, r) in enumerate(zip(wrong, right, strict=False)) if w != r), 0)
-    step = wrong[first]
+    step, expected = wrong[first], right[first]
+    if kind == "copy":
+        expected = diagnose(expr, ex.format_trace(wrong)).expected or expected
     inner = _first_parenthesised(expr) or ex.render(expr)
     template = rng.choice(GUIDANCE[kind])
     return template.format(
         n=first + 1,
         op=step.op,
         step=f"{step.left}{step.op}{step.right}",
+        wrote=f"{step.left}{step.op}{step.right}",
+        expected=f"{expected.left}{expected.op}{expected.right}",
         left=step.left,
         right=step.right,
         result=step.result,

@@ -159,23 +159,27 @@ def _parse_atom(tokens: list[str], i: int, depth: int) -> tuple[Expr, int]:
 # --- traces -------------------------------------------------------------------------------------------------
 
 
-def correct_steps(expr: Expr, slip_at: int | None = None, slip_by: int = 0) -> list[Step]:
+def correct_steps(
+    expr: Expr, slip_at: int | None = None, slip_by: int = 0, miscopy: tuple[str, int] | None = None
+) -> list[Step]:
     """The textbook order: innermost-leftmost parentheses first, then * before + and -, left to right.
 
-    ``slip_at`` / ``slip_by`` make step ``slip_at`` (0-based) off by ``slip_by`` and carry the error forward: an
-    arithmetic slip.
+    Step ``slip_at`` (0-based) can go wrong, and the error carries forward: off by ``slip_by`` (an arithmetic slip),
+    or reading ``miscopy = (side, number)``, a wrong number for its left or right operand (a copy error).
     """
     steps: list[Step] = []
-    _reduce(expr, steps, slip_at, slip_by)
+    _reduce(expr, steps, slip_at, slip_by, miscopy)
     return steps
 
 
-def _reduce(expr: Expr, steps: list[Step], slip_at: int | None, slip_by: int) -> int:
+def _reduce(expr: Expr, steps: list[Step], slip_at: int | None, slip_by: int, miscopy: tuple[str, int] | None) -> int:
     # A post-order walk of the precedence-respecting tree visits operations in exactly the textbook order.
     if isinstance(expr, Num):
         return expr.value
-    left = _reduce(expr.left, steps, slip_at, slip_by)
-    right = _reduce(expr.right, steps, slip_at, slip_by)
+    left = _reduce(expr.left, steps, slip_at, slip_by, miscopy)
+    right = _reduce(expr.right, steps, slip_at, slip_by, miscopy)
+    if len(steps) == slip_at and miscopy is not None:
+        left, right = (miscopy[1], right) if miscopy[0] == "left" else (left, miscopy[1])
     result = apply(expr.op, left, right) + (slip_by if len(steps) == slip_at else 0)
     steps.append(Step(left, expr.op, right, result))
     return result

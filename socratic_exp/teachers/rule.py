@@ -46,7 +46,7 @@ HINTS = {
     "order": "Hint: step {n}: work + and - from left to right.",
     "parentheses": GUIDANCE["parentheses"][1],  # "Hint: step {n} ignores the brackets."
     "slip": GUIDANCE["slip"][1],  # "Hint: step {n} is wrong: {left}{op}{right} is not {result}."
-    "copy_step": "Hint: step {n} uses {wrote} but the expression has {expected}.",
+    "copy_step": GUIDANCE["copy"][0],  # "Hint: step {n} uses {wrote} but the expression has {expected}."
     "copy_answer": "Hint: copy the result of your last step into the A: line.",
     "no_answer": "Hint: end with the line A: <number>.",
     "format": "Hint: write one step per line as a op b=c, then A: <number>.",
