@@ -6,6 +6,12 @@ from pathlib import Path
 from typing import Any
 
 
+def reward_window(logs: int) -> int:
+    """Logs in the training reward's trailing moving mean: the square root of their number, so that a short run's
+    trend shows through its noise (16 logs: 4) and a long run's is not flattened (1,000 logs: 32)."""
+    return max(1, round(logs**0.5))
+
+
 def plot_learning_curves(records: list[dict[str, Any]], path: Path) -> Path | None:
     """Training reward (left) and held-out accuracy by difficulty (right) against the optimizer step."""
     train = [(r["step"], r["reward"]) for r in records if r.get("reward") is not None]
@@ -21,7 +27,7 @@ def plot_learning_curves(records: list[dict[str, Any]], path: Path) -> Path | No
     if train:
         steps, rewards = zip(*train, strict=True)
         left.plot(steps, rewards, color="tab:blue", alpha=0.35, label="per log")
-        window = max(1, len(rewards) // 20)
+        window = reward_window(len(rewards))
         smooth = [
             sum(rewards[max(0, i - window + 1) : i + 1]) / len(rewards[max(0, i - window + 1) : i + 1])
             for i in range(len(rewards))

@@ -57,7 +57,10 @@ def test_a_miscopied_operand_is_carried_forward_and_hinted_as_the_rule_teacher_d
     assert [str(s) for s in wrong] == ["2*3=6", "6+5=11"]
     assert [str(s) for s in ex.correct_steps(expr, slip_at=0, miscopy=("left", 1))] == ["1*3=3", "3+4=7"]
     hints = {guidance_for("copy", wrong, ex.correct_steps(expr), expr, random.Random(seed)) for seed in range(20)}
-    assert hints == {"Hint: step 2 uses 6+5 but the expression has 6+4.", "Hint: copy the numbers of step 2 exactly: 6+4."}
+    assert hints == {
+        "Hint: step 2 uses 6+5 but the expression has 6+4.",
+        "Hint: copy the numbers of step 2 exactly: 6+4.",
+    }
     diagnosis = RuleTeacher().diagnose("Q: 2*3+4=?\n", ex.format_trace(wrong))
     assert hint_for(diagnosis) == "Hint: step 2 uses 6+5 but the expression has 6+4."
 

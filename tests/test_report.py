@@ -158,3 +158,10 @@ def test_wandb_report_spec_filters_to_the_sweep_and_groups_by_the_swept_keys(swe
     assert bars.metrics == ["eval/greedy_acc", "eval/no_answer"] and bars.groupby_rangefunc == "stderr"
     assert any(type(p).__name__ == "RunComparer" for p in grid.panels)
     assert any("0.700 +- 0.100" in getattr(block, "text", "") for block in spec.blocks)
+
+
+@pytest.mark.parametrize(("logs", "window"), [(1, 1), (3, 2), (16, 4), (100, 10), (1000, 32)])
+def test_the_reward_curve_is_smoothed_over_the_square_root_of_its_logs(logs, window):
+    from socratic_exp.plots import reward_window
+
+    assert reward_window(logs) == window
