@@ -103,6 +103,12 @@ class ArithmeticTask(Task):
     max_ops: int = setting(3, "most operations per expression (>= min_ops)", ge=1, le=12)
     max_operand: int = setting(9, "operands are drawn from 1..max_operand", ge=1, le=99)
     max_value: int = setting(30, "every intermediate value stays within +-max_value (>= max_operand)", ge=1)
+    order_sensitive_share: float | None = setting(
+        0.5,
+        "share of questions whose answer changes when precedence or parentheses are ignored (null: as drawn, 0.29)",
+        ge=0.0,
+        le=1.0,
+    )
     train_size: int = setting(4000, "generated training problems", ge=1)
     eval_size: int = setting(400, "generated held-out problems", ge=1)
     probe_size: int = setting(100, "generated probe problems (Socratic-RL's viewpoint utility), never trained on", ge=0)
@@ -127,6 +133,8 @@ class ArithmeticTask(Task):
         super().validate()
         self.check("max_ops", self.max_ops >= self.min_ops, f"must be >= task.min_ops ({self.min_ops})")
         self.check_range("max_value", ge=self.max_operand)
+        self.check("order_sensitive_share", not self.order_sensitive_share or self.max_ops >= 2,
+                   "needs task.max_ops >= 2 (one operation has no order to get wrong)")  # fmt: skip
         unknown = sorted(set(self.context_shares) - set(CONTEXT_SHARES))
         self.check("context_shares", not unknown, f"unknown kind(s) {unknown}; known: {', '.join(CONTEXT_SHARES)}")
         shares = self.context_shares.values()
@@ -191,11 +199,17 @@ class ArithmeticTask(Task):
 
     def random_expression(self, rng: random.Random) -> ex.Expr:
         """An expression whose every intermediate value (also under the misconceptions) stays within ``max_value``:
-        the testbed is about the order of operations, not about multi-digit multiplication."""
+        the testbed is about the order of operations, not about multi-digit multiplication. A share
+        ``order_sensitive_share`` of them has an order of operations that decides the answer (as drawn, only 29% do:
+        a third of the questions are single operations, and most others read the same in any order)."""
+        share = self.order_sensitive_share
+        sensitive = None if share is None else rng.random() < share
         while True:
             expr = ex.random_expression(rng, rng.randint(self.min_ops, self.max_ops), self.max_operand)
             traces = [ex.correct_steps(expr), *(steps(expr) for steps in ex.MISCONCEPTIONS.values())]
-            if all(abs(step.result) <= self.max_value for trace in traces for step in trace):
+            if any(abs(step.result) > self.max_value for trace in traces for step in trace):
+                continue
+            if sensitive is None or sensitive == bool(self.misconception_of(expr)):
                 return expr
 
     def row(self, expr: ex.Expr, index: int) -> dict:
