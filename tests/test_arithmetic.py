@@ -110,6 +110,28 @@ def test_verifier_hostile_strings(hostile):
     assert ArithmeticTask().score("x" * 5_000_000 + "A: 7", "7") == 1.0
 
 
+@pytest.mark.parametrize(
+    ("share", "low", "high"), [(1.0, 1.0, 1.0), (0.0, 0.0, 0.0), (0.5, 0.40, 0.62), (None, 0.2, 0.38)]
+)
+def test_order_sensitive_share_sets_how_many_answers_the_order_of_operations_decides(share, low, high):
+    task = ArithmeticTask(train_size=400, eval_size=200, probe_size=0, order_sensitive_share=share)
+    for split in ("train", "eval"):
+        rows = task.build()[split]
+        sensitive = [bool(task.misconception_of(ex.parse(e))) for e in rows["expression"]]
+        assert low <= sum(sensitive) / len(sensitive) <= high, (split, sum(sensitive) / len(sensitive))
+    examples = task.warmstart_examples(300, seed=0)
+    texts = ["".join(segment for segment, _ in example) for example in examples]
+    questions = [ex.parse(text[text.rindex("Q: ") + 3 : text.rindex("=?")]) for text in texts]
+    assert low - 0.05 <= sum(bool(task.misconception_of(q)) for q in questions) / len(questions) <= high + 0.05
+
+
+def test_order_sensitive_questions_need_two_operations():
+    with pytest.raises(UserError, match=r"task.order_sensitive_share=0.5: needs task.max_ops >= 2"):
+        ArithmeticTask(max_ops=1)
+    assert ArithmeticTask(max_ops=1, order_sensitive_share=None).max_ops == 1
+    assert ArithmeticTask(max_ops=1, order_sensitive_share=0.0).max_ops == 1
+
+
 def test_extract_answer_takes_the_last_line():
     assert extract_answer("A: 1\nA: -23\n") == "-23"
     assert extract_answer("no answer") is None
