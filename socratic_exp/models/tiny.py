@@ -108,7 +108,11 @@ class TinyModel(ModelSpec):
 
         if torch.cuda.is_available():
             return torch.cuda.is_bf16_supported()
-        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        # torch's own CPU feature checks (private: a torch without them counts as no native bf16)
+        natively = (
+            getattr(torch.cpu, name, lambda: False) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        )
+        return any(check() for check in natively)
 
     # --- building ---------------------------------------------------------------------------------------------
     def build_untrained(self, tokenizer: Any) -> Any:

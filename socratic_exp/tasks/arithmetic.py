@@ -63,7 +63,7 @@ GUIDANCE: dict[str, tuple[str, ...]] = {
         "Hint: step {n} ignores the brackets.",
         "Hint: compute ({inner}) first.",
     ),
-    "slip": ("Hint: recheck {step}.", "Hint: step {n} is wrong: {left}{op}{right} is not {result}."),
+    "slip": ("Hint: recheck {wrote}.", "Hint: step {n} is wrong: {left}{op}{right} is not {result}."),
     "copy": (
         "Hint: step {n} uses {wrote} but the expression has {expected}.",
         "Hint: copy the numbers of step {n} exactly: {expected}.",
@@ -369,7 +369,6 @@ def guidance_for(kind: str, wrong: list[ex.Step], right: list[ex.Step], expr: ex
     return template.format(
         n=first + 1,
         op=step.op,
-        step=f"{step.left}{step.op}{step.right}",
         wrote=f"{step.left}{step.op}{step.right}",
         expected=f"{expected.left}{expected.op}{expected.right}",
         left=step.left,
