@@ -114,6 +114,9 @@ def test_verifier_hostile_strings(hostile):
     ("share", "low", "high"), [(1.0, 1.0, 1.0), (0.0, 0.0, 0.0), (0.5, 0.40, 0.62), (None, 0.2, 0.38)]
 )
 def test_order_sensitive_share_sets_how_many_answers_the_order_of_operations_decides(share, low, high):
+    is_sensitive = ArithmeticTask().misconception_of  # by hand: which questions the order of operations decides
+    assert is_sensitive(ex.parse("3+4*2")) == ["precedence"] and is_sensitive(ex.parse("(4+6)*3")) == ["parentheses"]
+    assert not is_sensitive(ex.parse("2+3-4")) and not is_sensitive(ex.parse("2*(3*4)"))
     task = ArithmeticTask(train_size=400, eval_size=200, probe_size=0, order_sensitive_share=share)
     for split in ("train", "eval"):
         rows = task.build()[split]
@@ -123,6 +126,15 @@ def test_order_sensitive_share_sets_how_many_answers_the_order_of_operations_dec
     texts = ["".join(segment for segment, _ in example) for example in examples]
     questions = [ex.parse(text[text.rindex("Q: ") + 3 : text.rindex("=?")]) for text in texts]
     assert low - 0.05 <= sum(bool(task.misconception_of(q)) for q in questions) / len(questions) <= high + 0.05
+
+
+def test_a_draw_that_cannot_be_met_is_an_error_not_a_hang(monkeypatch):
+    import socratic_exp.tasks.arithmetic as arithmetic
+
+    monkeypatch.setattr(arithmetic, "_MAX_SAMPLING_TRIES", 1)
+    monkeypatch.setattr(ex, "random_expression", lambda *_: ex.parse("1+2"))  # never order-sensitive
+    with pytest.raises(UserError, match=r"no order-sensitive expression of 1-3 operations .* in 500 draws"):
+        ArithmeticTask(order_sensitive_share=1.0).random_expression(random.Random(0))
 
 
 def test_order_sensitive_questions_need_two_operations():
@@ -225,8 +237,8 @@ def test_warmstart_corpus_has_misconceptions_contexts_and_masks(task):
     assert 0.4 < wrong_single / sensitive < 0.6
     assert wrong_after_retry_line > 0
     # a retry's wrong attempt is, evenly, a misconception that changes the answer, a slip or a miscopy: each an error
-    # the rule teacher diagnoses (a question with one misconception: a third each; with none, most questions of
-    # the corpus: half slips, half miscopies)
+    # the rule teacher diagnoses (half the questions are order-sensitive, mostly with one misconception: a third
+    # each; the other half: half slips, half miscopies; so about 0.5/3 + 0.5/2 = 0.42 each of slips and miscopies)
     errors: dict[str, int] = {}
     for example in examples:
         if _kind(example) == "retry":
@@ -235,7 +247,7 @@ def test_warmstart_corpus_has_misconceptions_contexts_and_masks(task):
             errors[error] = errors.get(error, 0) + 1
     assert set(errors) == {"precedence", "parentheses", "slip", "copy"}
     retries = sum(errors.values())
-    assert 0.40 < errors["copy"] / retries < 0.50 and 0.40 < errors["slip"] / retries < 0.50, errors
+    assert 0.35 < errors["copy"] / retries < 0.50 and 0.35 < errors["slip"] / retries < 0.50, errors
 
 
 @pytest.mark.parametrize(

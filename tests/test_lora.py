@@ -384,7 +384,11 @@ ALGORITHMS = {  # overrides -> a metric the method's LoRA path writes
     "grpo": (("algorithm=grpo", "algorithm.beta=0.05"), "kl"),
     "entropy_masked": (("algorithm=entropy_masked",), "entropy_mask/kept_fraction"),
     "socraticpo": (("algorithm=socraticpo", "teacher=llm"), "socraticpo/reward_kl"),
-    "sdpo": (("algorithm=sdpo", "algorithm.teacher_weights=copy"), "self_distillation/teacher_student_kl"),
+    # the environment's verdict gives every failed rollout a context: the weak quick student may have no sibling
+    "sdpo": (
+        ("algorithm=sdpo", "algorithm.teacher_weights=copy", "algorithm.feedback=sibling+environment"),
+        "self_distillation/teacher_student_kl",
+    ),
     "vpd": (("algorithm=vpd", "algorithm.feedback=environment"), "vpd/skipped"),
     "socratic_rl-kl": ((*DISTILL, "distiller=kl"), "distill/kl_after"),
     "socratic_rl-dpo": ((*DISTILL, "distiller=dpo"), "distill/pairs"),

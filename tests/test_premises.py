@@ -20,7 +20,10 @@ def figures(tmp_path_factory):
     from socratic_exp.premises import measure
 
     cache = tmp_path_factory.mktemp("premises-cache")
-    components = build_components(compose("algorithm=socraticpo", f"model.cache_dir={cache}"))
+    # bf16 as measured for the README (null would pick float32 on a CPU without native bf16: another student)
+    components = build_components(
+        compose("algorithm=socraticpo", f"model.cache_dir={cache}", "model.warmstart_bf16=true")
+    )
     return measure(components, questions=400, seed=0)
 
 

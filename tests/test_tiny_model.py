@@ -46,13 +46,13 @@ def test_bf16_autocast_follows_the_setting_or_what_the_machine_computes_natively
     from socratic_exp.tasks.arithmetic import ArithmeticTask
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     assert TinyModel().uses_bf16() is False  # emulated bf16 would be slower than float32
     assert TinyModel(warmstart_bf16=True).uses_bf16() is True
     task = ArithmeticTask()
     float32_path = TinyModel(cache_dir=str(tmp_path)).cache_path(task)
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
     assert TinyModel().uses_bf16() is True
     assert TinyModel(warmstart_bf16=False).uses_bf16() is False
     # a student warm-started in the other precision is another student: it is cached apart

@@ -50,7 +50,7 @@ class TinyModel(ModelSpec):
     warmstart_bf16: bool | None = setting(
         None,
         "bf16 autocast in the warm-start (null: where the device computes bf16 natively, CUDA GPUs with bf16 and "
-        "CPUs with AVX512-BF16 or AMX, on which it is about 1.7x faster; off elsewhere, where it would be emulated)",
+        "CPUs with AVX512-BF16 or AMX, on which it is about 1.4x faster; off elsewhere, where it would be emulated)",
     )
     warmstart_seed: int = setting(
         0, "warm-start seed; not ${seed}: every seed of a sweep starts from the same student", ge=0
@@ -107,7 +107,7 @@ class TinyModel(ModelSpec):
         import torch
 
         if torch.cuda.is_available():
-            return torch.cuda.is_bf16_supported()
+            return torch.cuda.is_bf16_supported(including_emulation=False)  # Ampere and later, not a V100 or T4
         # torch's own CPU feature checks (private: a torch without them counts as no native bf16)
         natively = (
             getattr(torch.cpu, name, lambda: False) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
@@ -143,6 +143,7 @@ class TinyModel(ModelSpec):
         from socratic_exp.console import quiet_trainer
 
         started = time.time()
+        bf16 = self.uses_bf16()
         set_seed(self.warmstart_seed)
         tokenizer = build_char_tokenizer()
         model = self.build_untrained(tokenizer)
@@ -168,7 +169,7 @@ class TinyModel(ModelSpec):
                 report_to=[],
                 seed=self.warmstart_seed,
                 dataloader_num_workers=0,
-                bf16=self.uses_bf16(),  # autocast only: the weights and optimizer state stay float32
+                bf16=bf16,  # autocast only: the weights and optimizer state stay float32
                 disable_tqdm=False,
                 use_cpu=not torch.cuda.is_available(),
             )
@@ -184,7 +185,7 @@ class TinyModel(ModelSpec):
             tokenizer.save_pretrained(staged)
             info = {
                 "settings": {k: v for k, v in self.options().items() if k != "lora"}
-                | {"cache_dir": str(path.parent), "warmstart_bf16": self.uses_bf16()},
+                | {"cache_dir": str(path.parent), "warmstart_bf16": bf16},
                 "task": task.warmstart_fingerprint(),
                 "parameters": model.num_parameters(),
                 "train_loss": result.training_loss,

@@ -105,7 +105,8 @@ class ArithmeticTask(Task):
     max_value: int = setting(30, "every intermediate value stays within +-max_value (>= max_operand)", ge=1)
     order_sensitive_share: float | None = setting(
         0.5,
-        "share of questions whose answer changes when precedence or parentheses are ignored (null: as drawn, 0.29)",
+        "share of questions whose answer changes when precedence or parentheses are ignored (null: as drawn, 0.29 at "
+        "the default sizes; order-sensitive questions have 2+ operations)",
         ge=0.0,
         le=1.0,
     )
@@ -193,7 +194,7 @@ class ArithmeticTask(Task):
         if len(found) < size:
             raise UserError(
                 f"task.arithmetic: only {len(found)} distinct held-out expressions for the requested sizes",
-                "lower task.eval_size / probe_size or raise task.max_ops",
+                "lower task.eval_size / probe_size, raise task.max_ops or set task.order_sensitive_share=null",
             )
         return found
 
@@ -204,13 +205,18 @@ class ArithmeticTask(Task):
         a third of the questions are single operations, and most others read the same in any order)."""
         share = self.order_sensitive_share
         sensitive = None if share is None else rng.random() < share
-        while True:
+        for _ in range(_MAX_SAMPLING_TRIES * 500):
             expr = ex.random_expression(rng, rng.randint(self.min_ops, self.max_ops), self.max_operand)
             traces = [ex.correct_steps(expr), *(steps(expr) for steps in ex.MISCONCEPTIONS.values())]
             if any(abs(step.result) > self.max_value for trace in traces for step in trace):
                 continue
             if sensitive is None or sensitive == bool(self.misconception_of(expr)):
                 return expr
+        raise UserError(
+            f"task.arithmetic: no {'order-sensitive ' if sensitive else ''}expression of {self.min_ops}-{self.max_ops} "
+            f"operations keeps every value within +-{self.max_value} in {_MAX_SAMPLING_TRIES * 500} draws",
+            "raise task.max_value, lower task.min_ops, or set task.order_sensitive_share=null",
+        )
 
     def row(self, expr: ex.Expr, index: int) -> dict:
         text = ex.render(expr)
