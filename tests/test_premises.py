@@ -14,12 +14,12 @@ NOT_REACHED = {"socraticpo/guided_fix_rate", "socraticpo/guidance_gain"}
 
 
 @pytest.fixture(scope="module")
-def figures(tmp_path_factory):
+def figures(cache_dir):
     from socratic_exp.components import build_components
     from socratic_exp.hydra_support import compose
     from socratic_exp.premises import measure
 
-    cache = tmp_path_factory.mktemp("premises-cache")
+    cache = cache_dir  # the session's: a test that needs the default student too shares its build
     # bf16 as measured for the README (null would pick float32 on a CPU without native bf16: another student)
     components = build_components(
         compose("algorithm=socraticpo", f"model.cache_dir={cache}", "model.warmstart_bf16=true")
