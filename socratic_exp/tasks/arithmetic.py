@@ -210,7 +210,8 @@ class ArithmeticTask(Task):
             traces = [ex.correct_steps(expr), *(steps(expr) for steps in ex.MISCONCEPTIONS.values())]
             if any(abs(step.result) > self.max_value for trace in traces for step in trace):
                 continue
-            if sensitive is None or sensitive == bool(self.misconception_of(expr)):
+            decided_by_order = any(trace[-1].result != traces[0][-1].result for trace in traces[1:])
+            if sensitive is None or sensitive == decided_by_order:  # as misconception_of, from the traces at hand
                 return expr
         raise UserError(
             f"task.arithmetic: no {'order-sensitive ' if sensitive else ''}expression of {self.min_ops}-{self.max_ops} "
