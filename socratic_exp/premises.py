@@ -87,6 +87,7 @@ class Premises:
         self.teacher.attach(components.task, student)
         settings = components.eval
         self.common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size}
+        self.stage = ""  # the measurement under way: its generation shows a progress bar under this name
 
     # generation helpers
     def sample(self, prompts: Sequence[Any], n: int = 1, salt: int = 0) -> list[str]:
@@ -99,13 +100,20 @@ class Premises:
             num_return_sequences=n,
             seed=self.seed + salt,
             instruction=self.c.task.instruction(),
+            progress=f"premises: {self.stage}",
             **self.common,
         )
 
     def greedy(self, prompts: Sequence[Any]) -> list[str]:
         from socratic_exp.evaluation import generate
 
-        return generate(self.student, list(prompts), instruction=self.c.task.instruction(), **self.common)
+        return generate(
+            self.student,
+            list(prompts),
+            instruction=self.c.task.instruction(),
+            progress=f"premises: {self.stage}",
+            **self.common,
+        )
 
     def score(self, completion: str, row: dict) -> float:
         return self.c.task.score(completion, row["answer"])
@@ -364,9 +372,12 @@ def measure(components: Components, questions: int = 400, seed: int = 0) -> dict
     set_seed(seed)
     student = components.model.load(components.task)
     premises = Premises(components, student, questions, seed)
+    parts = {"SocraticPO": premises.socraticpo, "SDPO / VPD": premises.self_teacher, "80/20": premises.entropy,
+             "Goldilocks": premises.goldilocks, "Socratic-RL": premises.socratic_rl}  # fmt: skip
     figures: dict[str, float] = {}
-    for part in (premises.socraticpo, premises.self_teacher, premises.entropy, premises.goldilocks,
-                 premises.socratic_rl):  # fmt: skip
+    for number, (name, part) in enumerate(parts.items(), 1):
+        premises.stage = name  # a live bar per generation on a terminal; this line in a log file
+        print(f"premises {number}/{len(parts)}: {name}", file=sys.stderr, flush=True)
         figures |= part()
     return figures
 

@@ -63,3 +63,26 @@ def test_the_command_names_a_bad_option_and_exits_2(capsys):
         main(["--questions", "3"])
     assert exited.value.code == 2
     assert "give at least 8 questions" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_command_measures_every_premise_shows_progress_and_writes_the_figures(tmp_path, cache_dir, capsys):
+    import json
+
+    from socratic_exp.premises import main
+
+    out = tmp_path / "premises.json"
+    args = ["debug=quick_warmstart", f"model.cache_dir={cache_dir}", "--questions", "8", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    lines = [line for line in printed.err.splitlines() if line.startswith("premises ")]
+    assert lines == ["premises 1/5: SocraticPO", "premises 2/5: SDPO / VPD", "premises 3/5: 80/20",
+                     "premises 4/5: Goldilocks", "premises 5/5: Socratic-RL"]  # fmt: skip
+    record = json.loads(out.read_text())
+    assert record["questions"] == 8 and record["overrides"] == args[:2]
+    # every promised figure was measured, but a feedback source with no failed rollout to condition (8 questions of
+    # the quick student: no group with both a success and a failure for a sibling) has none
+    measured = {p.key for p in PROMISES if not p.key.startswith("sdpo/sibling/")}
+    assert measured <= set(record["figures"])
+    assert 0.0 <= record["figures"]["goldilocks/zero_variance_share"] <= 1.0
+    assert f"written: {out}" in printed.out
