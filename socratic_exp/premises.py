@@ -9,8 +9,9 @@ fixed seed, as the training rollouts are drawn:
   guidance, after SocraticPO's fixed retry line ("w/o tg"), and with no context at all (a fresh draw).
 - **SDPO / VPD**, per feedback source (sibling solution, environment verdict, teacher critique): the accuracy of the
   student conditioned on that feedback (the self-teacher) against the student's own on the same failed rollouts,
-  and the implicit reward margin: how much more the feedback raises the log-likelihood of a correct solution than of
-  the failed rollout itself (nats per sequence).
+  and the implicit reward margin: how much more the feedback raises the log-likelihood of a correct solution (the
+  task's reference solution; where a task has none, a successful rollout of the same question) than of the failed
+  rollout itself (nats per sequence).
 - **80/20**: the share of completion tokens with entropy above ``HIGH_ENTROPY`` nats, the share of the total entropy
   those tokens' top 20% carry, and how much more often the top-20% tokens stand at a decision (the first token of a
   reasoning line, where the student picks the next operation) than tokens do on average.
@@ -172,6 +173,12 @@ class Premises:
             ]
             return self.teacher.guide(requests)
 
+        def correct_solution(index: int) -> str | None:
+            """The row's reference solution; on a task without one, a successful rollout of the same question."""
+            question = index // GROUP_SIZE
+            group = rollouts[question * GROUP_SIZE : (question + 1) * GROUP_SIZE]
+            return rows[question].get("reference") or next((r.completion for r in group if r.score >= 1.0), None)
+
         figures: dict[str, float] = {}
         for source in FEEDBACK_SOURCES:
             settings = ContextSettings(sources=(source,), templates=PLAIN_TEMPLATES)
@@ -184,17 +191,22 @@ class Premises:
                 self.score(a, rows[i // GROUP_SIZE]) for i, a in zip(failed, answers, strict=True)
             )
             student_acc = statistics.fmean(per_question[i // GROUP_SIZE] for i in failed)
-            references = [rows[i // GROUP_SIZE]["reference"] for i in failed]
-            bare = [rollouts[i].prompt for i in failed]
-            with_feedback = [contexts[i].prompt for i in failed]
-            own = [rollouts[i].completion for i in failed]
-            lift_correct = _mean_diff(self.logps(with_feedback, references), self.logps(bare, references))
-            lift_failed = _mean_diff(self.logps(with_feedback, own), self.logps(bare, own))
             figures |= {
                 f"sdpo/{source}/contexts": float(len(failed)),
                 f"sdpo/{source}/teacher_accuracy": teacher_acc,
                 f"sdpo/{source}/student_accuracy": student_acc,
                 f"sdpo/{source}/accuracy_gain": teacher_acc - student_acc,
+            }
+            scored = [(i, correct) for i in failed if (correct := correct_solution(i)) is not None]
+            if not scored:  # no reference solution and no successful sibling: no margin to measure
+                continue
+            bare = [rollouts[i].prompt for i, _ in scored]
+            with_feedback = [contexts[i].prompt for i, _ in scored]
+            own = [rollouts[i].completion for i, _ in scored]
+            correct = [solution for _, solution in scored]
+            lift_correct = _mean_diff(self.logps(with_feedback, correct), self.logps(bare, correct))
+            lift_failed = _mean_diff(self.logps(with_feedback, own), self.logps(bare, own))
+            figures |= {
                 f"sdpo/{source}/lift_correct": lift_correct,
                 f"sdpo/{source}/lift_failed": lift_failed,
                 f"sdpo/{source}/margin": lift_correct - lift_failed,

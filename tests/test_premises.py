@@ -86,3 +86,20 @@ def test_the_command_measures_every_premise_shows_progress_and_writes_the_figure
     assert measured <= set(record["figures"])
     assert 0.0 <= record["figures"]["goldilocks/zero_variance_share"] <= 1.0
     assert f"written: {out}" in printed.out
+
+
+@pytest.mark.slow
+def test_a_task_without_reference_solutions_measures_the_margin_on_a_successful_sibling(cache_dir, monkeypatch):
+    from socratic_exp.components import build_components
+    from socratic_exp.hydra_support import compose
+    from socratic_exp.premises import measure
+    from socratic_exp.tasks.arithmetic import ArithmeticTask
+
+    build = ArithmeticTask.build
+    monkeypatch.setattr(ArithmeticTask, "build", lambda self: build(self).remove_columns("reference"))  # as MultiArith
+    # the default student (built by the figures fixture above; this alone builds it): some rollouts succeed
+    overrides = ("algorithm=socraticpo", f"model.cache_dir={cache_dir}", "model.warmstart_bf16=true")
+    figures = measure(build_components(compose(*overrides)), questions=16)
+    # a failed rollout's correct solution is then a successful rollout of its group, as for a sibling's context
+    assert figures["sdpo/sibling/contexts"] > 0
+    assert {f"sdpo/{source}/margin" for source in ("sibling", "environment", "teacher")} <= set(figures)
