@@ -80,8 +80,8 @@ def test_the_command_measures_every_premise_shows_progress_and_writes_the_figure
                      "premises 4/5: Goldilocks", "premises 5/5: Socratic-RL"]  # fmt: skip
     record = json.loads(out.read_text())
     assert record["questions"] == 8 and record["overrides"] == args[:2]
-    # every promised figure was measured, but a feedback source with no failed rollout to condition (8 questions of
-    # the quick student: no group with both a success and a failure for a sibling) has none
+    # every promised figure was measured, but the sibling's: 8 questions of the quick student leave no group with
+    # both a success and a failure, so no context with a sibling's solution
     measured = {p.key for p in PROMISES if not p.key.startswith("sdpo/sibling/")}
     assert measured <= set(record["figures"])
     assert 0.0 <= record["figures"]["goldilocks/zero_variance_share"] <= 1.0
