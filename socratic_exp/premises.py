@@ -87,7 +87,8 @@ class Premises:
         self.teacher = components.teacher
         self.teacher.attach(components.task, student)
         settings = components.eval
-        self.common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size}
+        self.common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size,
+                       "instruction": components.task.instruction()}  # fmt: skip
         self.stage = ""  # the measurement under way: its generation shows a progress bar under this name
 
     # generation helpers
@@ -100,7 +101,6 @@ class Premises:
             sample=True,
             num_return_sequences=n,
             seed=self.seed + salt,
-            instruction=self.c.task.instruction(),
             progress=f"premises: {self.stage}",
             **self.common,
         )
@@ -108,13 +108,7 @@ class Premises:
     def greedy(self, prompts: Sequence[Any]) -> list[str]:
         from socratic_exp.evaluation import generate
 
-        return generate(
-            self.student,
-            list(prompts),
-            instruction=self.c.task.instruction(),
-            progress=f"premises: {self.stage}",
-            **self.common,
-        )
+        return generate(self.student, list(prompts), progress=f"premises: {self.stage}", **self.common)
 
     def score(self, completion: str, row: dict) -> float:
         return self.c.task.score(completion, row["answer"])

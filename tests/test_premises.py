@@ -19,10 +19,10 @@ def figures(cache_dir):
     from socratic_exp.hydra_support import compose
     from socratic_exp.premises import measure
 
-    cache = cache_dir  # the session's: a test that needs the default student too shares its build
-    # bf16 as measured for the README (null would pick float32 on a CPU without native bf16: another student)
+    # the session's cache, shared with the test below that needs the default student too; bf16 as measured for the
+    # README (null would pick float32 on a CPU without native bf16: another student)
     components = build_components(
-        compose("algorithm=socraticpo", f"model.cache_dir={cache}", "model.warmstart_bf16=true")
+        compose("algorithm=socraticpo", f"model.cache_dir={cache_dir}", "model.warmstart_bf16=true")
     )
     return measure(components, questions=400, seed=0)
 
