@@ -72,6 +72,19 @@ PROMISES = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class RetryOutcome:
+    """A wrong first attempt, the teacher's guidance on it, and the score of a second attempt after that guidance
+    (``guided``), after the fixed retry line (``retry``) and from the bare prompt (``fresh``)."""
+
+    row: dict
+    attempt: str
+    guidance: str
+    guided: float
+    retry: float
+    fresh: float
+
+
 # --- measuring ------------------------------------------------------------------------------------------------
 class Premises:
     """The measurements, sharing one student, task and teacher."""
@@ -114,29 +127,40 @@ class Premises:
         return self.c.task.score(completion, row["answer"])
 
     # SocraticPO
-    def socraticpo(self) -> dict[str, float]:
+    def retries(self) -> list[RetryOutcome]:
+        """Each wrong first attempt on the eval questions, with the teacher's guidance and one second attempt after
+        it, after the fixed retry line and from the bare prompt."""
         from socratic_exp.teachers.base import Attempt, GuidanceRequest, extend_context
 
         rows = self.eval_rows
         first = self.sample([r["prompt"] for r in rows], salt=1)
         wrong = [(r, a) for r, a in zip(rows, first, strict=True) if self.score(a, r) < 1.0]
         if not wrong:
-            return {"socraticpo/wrong_first_attempts": 0.0}
+            return []
         requests = []
         for row, attempt in wrong:
             verdict = self.c.task.verify(attempt, row["answer"])
             requests.append(GuidanceRequest.for_row(row, [Attempt(attempt, verdict.score, verdict.reason)]))
         guidance = self.teacher.guide(requests)
         retry = getattr(self.c.algorithm, "retry_prompt", "Hint: try again.")
-        guided = [extend_context(r["prompt"], a, g) for (r, a), g in zip(wrong, guidance, strict=True)]
-        fixed = [extend_context(r["prompt"], a, retry) for r, a in wrong]
-        fresh = [r["prompt"] for r, _ in wrong]
-        rates = {}
-        for name, prompts, salt in (("guided", guided, 2), ("retry", fixed, 3), ("fresh", fresh, 4)):
-            seconds = self.sample(prompts, salt=salt)
-            rates[name] = statistics.fmean(self.score(s, r) for (r, _), s in zip(wrong, seconds, strict=True))
+        contexts = (  # (second attempt, its prompts, its sampling salt)
+            ("guided", [extend_context(r["prompt"], a, g) for (r, a), g in zip(wrong, guidance, strict=True)], 2),
+            ("retry", [extend_context(r["prompt"], a, retry) for r, a in wrong], 3),
+            ("fresh", [r["prompt"] for r, _ in wrong], 4),
+        )
+        seconds = {name: self.sample(prompts, salt=salt) for name, prompts, salt in contexts}
+        return [
+            RetryOutcome(row, attempt, hint, *(self.score(seconds[name][i], row) for name in seconds))
+            for i, ((row, attempt), hint) in enumerate(zip(wrong, guidance, strict=True))
+        ]
+
+    def socraticpo(self) -> dict[str, float]:
+        outcomes = self.retries()
+        if not outcomes:
+            return {"socraticpo/wrong_first_attempts": 0.0}
+        rates = {name: statistics.fmean(getattr(o, name) for o in outcomes) for name in ("guided", "retry", "fresh")}
         return {
-            "socraticpo/wrong_first_attempts": len(wrong) / len(rows),
+            "socraticpo/wrong_first_attempts": len(outcomes) / len(self.eval_rows),
             "socraticpo/guided_fix_rate": rates["guided"],
             "socraticpo/retry_fix_rate": rates["retry"],
             "socraticpo/fresh_fix_rate": rates["fresh"],

@@ -52,6 +52,26 @@ def test_pearson_by_hand():
     assert _pearson(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0])) == pytest.approx(0.5)
 
 
+def test_socraticpo_figures_count_second_attempts_over_the_wrong_first_ones():
+    from types import SimpleNamespace
+
+    from socratic_exp.premises import Premises, RetryOutcome
+
+    # 4 of 8 first attempts wrong; right after the hint 2 of 4, after the fixed line 1, from the bare prompt 1
+    scores = [(1.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0)]
+    outcomes = [RetryOutcome({}, "wrong", "Hint: ...", *s) for s in scores]
+    premises = SimpleNamespace(eval_rows=[{}] * 8, retries=lambda: outcomes)
+    assert Premises.socraticpo(premises) == {
+        "socraticpo/wrong_first_attempts": 0.5,
+        "socraticpo/guided_fix_rate": 0.5,
+        "socraticpo/retry_fix_rate": 0.25,
+        "socraticpo/fresh_fix_rate": 0.25,
+        "socraticpo/guidance_gain": 0.25,
+    }
+    premises.retries = list
+    assert Premises.socraticpo(premises) == {"socraticpo/wrong_first_attempts": 0.0}
+
+
 def test_the_command_names_a_bad_option_and_exits_2(capsys):
     from socratic_exp.premises import main
 
