@@ -53,7 +53,9 @@ class TinyModel(ModelSpec):
         "CPUs with AVX512-BF16 or AMX, on which it is about 1.4x faster; off elsewhere, where it would be emulated)",
     )
     warmstart_seed: int = setting(
-        0, "warm-start seed; not ${seed}: every seed of a sweep starts from the same student", ge=0
+        0,
+        "warm-start seed; not ${seed}: every seed of a sweep starts from the same student ('${seed}': one per seed)",
+        ge=0,
     )
     cache_dir: str | None = setting(
         None, "where warm-started students are cached (null: $SOCRATIC_EXP_CACHE or ~/.cache/socratic_exp)"
