@@ -15,7 +15,7 @@ from pathlib import Path
 
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
-from socratic_exp.premises import PROMISES, measure
+from socratic_exp.premises import PROMISES, measure, verdicts
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         values = [figures[seed].get(promise.key, float("nan")) for seed in seeds]
         cells = " ".join(f"{v:7.3f}" for v in values)
         print(f"{promise.key:<32} {promise.at_least:>8} {cells} {statistics.fmean(values):7.3f}")
-    held = (sum(figures[s].get(p.key, float("-inf")) >= p.at_least for p in PROMISES) for s in seeds)
+    held = (sum(holds for _, _, holds in verdicts(figures[seed])) for seed in seeds)
     print(f"{'promises held':<41} " + " ".join(f"{n:>4}/{len(PROMISES)}" for n in held))
 
 

@@ -74,12 +74,11 @@ PROMISES = (
 
 @dataclasses.dataclass(frozen=True)
 class RetryOutcome:
-    """A wrong first attempt, the teacher's guidance on it, and the score of a second attempt after that guidance
-    (``guided``), after the fixed retry line (``retry``) and from the bare prompt (``fresh``)."""
+    """A wrong first attempt and the score of a second attempt after the teacher's guidance on it (``guided``), after
+    the fixed retry line (``retry``) and from the bare prompt (``fresh``)."""
 
     row: dict
     attempt: str
-    guidance: str
     guided: float
     retry: float
     fresh: float
@@ -128,8 +127,8 @@ class Premises:
 
     # SocraticPO
     def retries(self) -> list[RetryOutcome]:
-        """Each wrong first attempt on the eval questions, with the teacher's guidance and one second attempt after
-        it, after the fixed retry line and from the bare prompt."""
+        """Each wrong first attempt on the eval questions, with one second attempt after the teacher's guidance on it,
+        after the fixed retry line and from the bare prompt."""
         from socratic_exp.teachers.base import Attempt, GuidanceRequest, extend_context
 
         rows = self.eval_rows
@@ -150,8 +149,8 @@ class Premises:
         )
         seconds = {name: self.sample(prompts, salt=salt) for name, prompts, salt in contexts}
         return [
-            RetryOutcome(row, attempt, hint, *(self.score(seconds[name][i], row) for name in seconds))
-            for i, ((row, attempt), hint) in enumerate(zip(wrong, guidance, strict=True))
+            RetryOutcome(row, attempt, **{name: self.score(seconds[name][i], row) for name in seconds})
+            for i, (row, attempt) in enumerate(wrong)
         ]
 
     def socraticpo(self) -> dict[str, float]:

@@ -59,7 +59,7 @@ def test_socraticpo_figures_count_second_attempts_over_the_wrong_first_ones():
 
     # 4 of 8 first attempts wrong; right after the hint 2 of 4, after the fixed line 1, from the bare prompt 1
     scores = [(1.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0)]
-    outcomes = [RetryOutcome({}, "wrong", "Hint: ...", *s) for s in scores]
+    outcomes = [RetryOutcome({}, "wrong", *s) for s in scores]
     premises = SimpleNamespace(eval_rows=[{}] * 8, retries=lambda: outcomes)
     assert Premises.socraticpo(premises) == {
         "socraticpo/wrong_first_attempts": 0.5,
@@ -68,7 +68,7 @@ def test_socraticpo_figures_count_second_attempts_over_the_wrong_first_ones():
         "socraticpo/fresh_fix_rate": 0.25,
         "socraticpo/guidance_gain": 0.25,
     }
-    premises.retries = list
+    premises.retries = lambda: []
     assert Premises.socraticpo(premises) == {"socraticpo/wrong_first_attempts": 0.0}
 
 
