@@ -32,21 +32,24 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+def app_environment(outputs: Path, cache_dir: Path) -> dict[str, str]:
+    """What a test run of the app sees: its own outputs and warm-start cache, W&B offline and quiet."""
+    return {
+        "SOCRATIC_EXP_OUTPUTS": str(outputs),
+        "SOCRATIC_EXP_CACHE": str(cache_dir),
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "HYDRA_FULL_ERROR": "0",
+    }
+
+
 @pytest.fixture
 def run_app(tmp_path, cache_dir):
     """Run ``python -m socratic_exp`` with outputs under tmp_path; returns (completed process, outputs root)."""
 
     def run(*overrides: str, timeout: int = 600, env: dict[str, str] | None = None):
         outputs = tmp_path / "outputs"
-        full_env = {
-            **os.environ,
-            "SOCRATIC_EXP_OUTPUTS": str(outputs),
-            "SOCRATIC_EXP_CACHE": str(cache_dir),
-            "WANDB_MODE": "offline",
-            "WANDB_SILENT": "true",
-            "HYDRA_FULL_ERROR": "0",
-            **(env or {}),
-        }
+        full_env = {**os.environ, **app_environment(outputs, cache_dir), **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "socratic_exp", *overrides],
             cwd=tmp_path,
@@ -56,6 +59,47 @@ def run_app(tmp_path, cache_dir):
             timeout=timeout,
         )
         return proc, outputs
+
+    return run
+
+
+@pytest.fixture
+def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
+    """``run_app`` without a new interpreter: the same Hydra entry point (``socratic_exp.__main__.main``), called in
+    this process with the same environment and working folder, which spares each run the ~8 s of importing torch,
+    transformers and TRL. For the tests of what a run computes and writes; tests of the command line itself (exit
+    codes, one-line errors, launchers) keep ``run_app``. Logging, Hydra's global state and the console settings are
+    restored after the run, so the next test sees the process as it was."""
+    import logging
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    from socratic_exp import __main__ as entry
+    from socratic_exp.console import SHOWN
+
+    def run(*overrides: str) -> tuple[subprocess.CompletedProcess, Path]:
+        outputs = tmp_path / "outputs"
+        for key, value in app_environment(outputs, cache_dir).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(sys, "argv", ["socratic_exp", *overrides])
+        root = logging.getLogger()
+        handlers, level, shown = list(root.handlers), root.level, dict(SHOWN)
+        code = 0
+        try:
+            entry.main()
+        except SystemExit as exited:
+            code = 0 if exited.code is None else exited.code if isinstance(exited.code, int) else 1
+        finally:
+            for handler in root.handlers:
+                if handler not in handlers:
+                    handler.close()
+            root.handlers[:] = handlers
+            root.setLevel(level)
+            SHOWN.update(shown)
+            GlobalHydra.instance().clear()
+        printed = capfd.readouterr()
+        return subprocess.CompletedProcess(sys.argv, code, printed.out, printed.err), outputs
 
     return run
 

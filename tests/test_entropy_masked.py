@@ -468,7 +468,9 @@ def test_sweep_expands_to_every_rho_mode_and_seed():
 
 @pytest.mark.slow
 def test_multirun_sweep_launches_54_jobs(run_app):
-    proc, _ = run_app("--multirun", "+sweep=entropy_quantile", "dry_run=true", timeout=300)
+    # the basic launcher validates the 54 jobs in one process (joblib's 54 processes would each import the app); the
+    # joblib launcher itself is tested in test_sweeps
+    proc, _ = run_app("--multirun", "+sweep=entropy_quantile", "dry_run=true", "hydra/launcher=basic", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("config OK") == 54
     assert "Launching 54 jobs" in proc.stderr + proc.stdout
@@ -483,8 +485,8 @@ def test_multirun_sweep_launches_54_jobs(run_app):
     # top: two loss calls per optimizer step, so the generation batch is ranked before them (the pre-pass)
     [("top", 0.2, "all_tokens", 2), ("bottom", 0.8, "kept_tokens", 1), ("random", 0.2, "kept_tokens", 1)],
 )
-def test_run_logs_the_kept_share_and_the_forking_tokens(run_app, mode, rho, normalize, accumulation):
-    proc, outputs = run_app(
+def test_run_logs_the_kept_share_and_the_forking_tokens(run_in_process, mode, rho, normalize, accumulation):
+    proc, outputs = run_in_process(
         "algorithm=entropy_masked",
         "debug=quick_warmstart",
         f"algorithm.mode={mode}",

@@ -588,8 +588,8 @@ def _records(run_dir):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
-def test_goldilocks_runs_with_every_algorithm(run_app, algorithm):
-    proc, outputs = run_app(*QUICK, *ALGORITHMS[algorithm])
+def test_goldilocks_runs_with_every_algorithm(run_in_process, algorithm):
+    proc, outputs = run_in_process(*QUICK, *ALGORITHMS[algorithm])
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = run_dirs(outputs)
     summary = read_summary(run_dir)

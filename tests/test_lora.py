@@ -398,9 +398,9 @@ ALGORITHMS = {  # overrides -> a metric the method's LoRA path writes
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ALGORITHMS))
-def test_every_algorithm_runs_with_lora(run_app, name):
+def test_every_algorithm_runs_with_lora(run_in_process, name):
     overrides, metric = ALGORITHMS[name]
-    proc, outputs = run_app(*QUICK, *overrides, "algorithm.max_steps=2", "eval.every_steps=0")
+    proc, outputs = run_in_process(*QUICK, *overrides, "algorithm.max_steps=2", "eval.every_steps=0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     assert read_summary(run_dir)["steps"] == 2

@@ -259,14 +259,11 @@ def test_goldilocks_features_come_from_the_real_model(smol, cache_dir, data_dir)
 
 
 @pytest.mark.parametrize("algorithm", ["sdpo", "vpd"])
-def test_self_distillation_runs_a_step_through_the_entry_point(smol, cache_dir, data_dir, run_app, algorithm):
-    """One step of SDPO / VPD through ``python -m socratic_exp`` on SmolLM2 (environment feedback: 24-token attempts
-    have no successful sibling to show)."""
-    proc, outputs = run_app(
-        f"algorithm={algorithm}",
-        "algorithm.feedback=environment",
-        *overrides(cache_dir, data_dir),
-        timeout=300,
+def test_self_distillation_runs_a_step_through_the_entry_point(smol, cache_dir, data_dir, run_in_process, algorithm):
+    """One step of SDPO / VPD through the app's entry point on SmolLM2 (environment feedback: 24-token attempts have
+    no successful sibling to show)."""
+    proc, outputs = run_in_process(
+        f"algorithm={algorithm}", "algorithm.feedback=environment", *overrides(cache_dir, data_dir)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)

@@ -438,8 +438,8 @@ VARIANTS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_socraticpo_runs_end_to_end(run_app, variant):
-    proc, outputs = run_app(
+def test_socraticpo_runs_end_to_end(run_in_process, variant):
+    proc, outputs = run_in_process(
         "algorithm=socraticpo", "teacher=rule", "debug=fast", "debug=quick_warmstart", "logger=none",
         *VARIANTS[variant],
     )  # fmt: skip

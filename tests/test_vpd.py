@@ -604,8 +604,8 @@ VARIANTS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_variant_runs_end_to_end(run_app, variant):
-    proc, outputs = run_app("debug=fast", "debug=quick_warmstart", "logger=none", *VARIANTS[variant])
+def test_every_variant_runs_end_to_end(run_in_process, variant):
+    proc, outputs = run_in_process("debug=fast", "debug=quick_warmstart", "logger=none", *VARIANTS[variant])
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = run_dirs(outputs)
     summary = read_summary(run_dir)
