@@ -75,7 +75,7 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
     from hydra.core.global_hydra import GlobalHydra
 
     from socratic_exp import __main__ as entry
-    from socratic_exp.console import SHOWN
+    from socratic_exp.console import SHOWN, filter_dependency_noise
 
     def run(*overrides: str) -> tuple[subprocess.CompletedProcess, Path]:
         outputs = tmp_path / "outputs"
@@ -83,6 +83,8 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
             monkeypatch.setenv(key, value)
         monkeypatch.chdir(tmp_path)
         monkeypatch.setattr(sys, "argv", ["socratic_exp", *overrides])
+        # pytest restores the warning filters after each test: the run sets its own again, as a new process would
+        monkeypatch.setattr(filter_dependency_noise, "done", False, raising=False)
         root = logging.getLogger()
         handlers, level, shown = list(root.handlers), root.level, dict(SHOWN)
         code = 0
