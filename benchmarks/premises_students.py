@@ -1,7 +1,7 @@
 """The premise figures of several warm-started students: the same testbed and corpus, a different
 ``model.warmstart_seed`` each (the seed of the warm-start's initial weights and batch order). Prints each promised
 figure per student with the mean over them, and writes every figure to ``--out``. Students already in the cache
-are reused; each new one costs a warm-start (about 3 minutes on 2 cores).
+are reused; each new one costs a warm-start (3 to 5 minutes on 2 cores).
 
 Usage: ``python benchmarks/premises_students.py [--seeds 0,1,2,3,4] [--out FILE] [overrides...]``.
 """

@@ -91,7 +91,7 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
         try:
             entry.main()
         except SystemExit as exited:
-            code = 0 if exited.code is None else exited.code if isinstance(exited.code, int) else 1
+            code = exited.code or 0  # sys.exit() is success; the app exits with 1, 2 or 130 on failure
         finally:
             for handler in root.handlers:
                 if handler not in handlers:
