@@ -62,7 +62,24 @@ def test_a_miscopied_operand_is_carried_forward_and_hinted_as_the_rule_teacher_d
         "Hint: copy the numbers of step 2 exactly: 6+4.",
     }
     diagnosis = RuleTeacher().diagnose("Q: 2*3+4=?\n", ex.format_trace(wrong))
-    assert hint_for(diagnosis) == "Hint: step 2 uses 6+5 but the expression has 6+4."
+    assert hint_for(diagnosis, last_step=2) == "Hint: step 2 uses 6+5 but the expression has 6+4."
+
+
+def test_a_slips_hint_gives_the_right_value_except_in_the_last_step():
+    expr = ex.parse("2*3+4")
+    first_slipped = ex.correct_steps(expr, slip_at=0, slip_by=1)  # 2*3=7, 7+4=11
+    last_slipped = ex.correct_steps(expr, slip_at=1, slip_by=1)  # 2*3=6, 6+4=11
+    right = ex.correct_steps(expr)
+    hints = {guidance_for("slip", first_slipped, right, expr, random.Random(seed)) for seed in range(20)}
+    assert hints == {"Hint: recheck 2*3.", "Hint: step 1 is wrong: 2*3 is 6, not 7."}
+    hints = {guidance_for("slip", last_slipped, right, expr, random.Random(seed)) for seed in range(20)}
+    assert hints == {"Hint: recheck 6+4.", "Hint: step 2 is wrong: 6+4 is not 11."}
+    teacher = RuleTeacher()
+    for wrong, hint in [
+        (first_slipped, "Hint: step 1 is wrong: 2*3 is 6, not 7."),
+        (last_slipped, "Hint: step 2 is wrong: 6+4 is not 11."),
+    ]:
+        assert hint_for(teacher.diagnose("Q: 2*3+4=?\n", ex.format_trace(wrong)), last_step=2) == hint
 
 
 @pytest.mark.parametrize("bad", ["", "3+", "(1+2", "1+2)", "2**3", "__import__('os')", "1" * 300, "((" * 40 + "1"])

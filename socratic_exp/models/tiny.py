@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task, WarmstartExample
 
 log = logging.getLogger(__name__)
-WARMSTART_FORMAT = 4  # bump when the corpus or training recipe changes in a way the settings do not show
+WARMSTART_FORMAT = 5  # bump when the corpus or training recipe changes in a way the settings do not show
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -63,12 +63,15 @@ GUIDANCE: dict[str, tuple[str, ...]] = {
         "Hint: step {n} ignores the brackets.",
         "Hint: compute ({inner}) first.",
     ),
-    "slip": ("Hint: recheck {wrote}.", "Hint: step {n} is wrong: {left}{op}{right} is not {result}."),
+    "slip": ("Hint: recheck {wrote}.", "Hint: step {n} is wrong: {left}{op}{right} is {value}, not {result}."),
     "copy": (
         "Hint: step {n} uses {wrote} but the expression has {expected}.",
         "Hint: copy the numbers of step {n} exactly: {expected}.",
     ),
 }
+# A slip's hint gives the step's right value ("the next step or correction they should try", SocraticPO's teaching
+# protocol) except in the last step, whose value is the answer: there it names the wrong step only.
+SLIP_IN_LAST_STEP = "Hint: step {n} is wrong: {left}{op}{right} is not {result}."
 # The wrong attempts of the corpus's contexts, drawn evenly among the misconceptions that change the answer and the
 # two errors the warm-started student makes on its own: an arithmetic slip, and a miscopied number (the most common
 # wrong first attempt of the sampling student). Each is an error class the rule teacher diagnoses and hints at.
@@ -370,10 +373,17 @@ def guidance_for(kind: str, wrong: list[ex.Step], right: list[ex.Step], expr: ex
     first = next((i for i, (w, r) in enumerate(zip(wrong, right, strict=False)) if w != r), 0)
     step, expected = wrong[first], right[first]
     if kind == "copy":
-        expected = diagnose(expr, ex.format_trace(wrong)).expected or expected
+        diagnosis = diagnose(expr, ex.format_trace(wrong))
+        expected = diagnosis.expected or expected
+        if diagnosis.step is not None:
+            first = diagnosis.step - 1
+            step = wrong[first]
     inner = _first_parenthesised(expr) or ex.render(expr)
     template = rng.choice(GUIDANCE[kind])
+    if template == GUIDANCE["slip"][1] and first == len(right) - 1:
+        template = SLIP_IN_LAST_STEP
     return template.format(
+        value=ex.apply(step.op, step.left, step.right),
         n=first + 1,
         op=step.op,
         wrote=f"{step.left}{step.op}{step.right}",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from socratic_exp.component import setting
 from socratic_exp.tasks import expressions as ex
-from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, ArithmeticTask, expression_in
+from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, SLIP_IN_LAST_STEP, ArithmeticTask, expression_in
 from socratic_exp.tasks.base import VERIFIER_FEEDBACK
 from socratic_exp.teachers.base import (
     Attempt,
@@ -45,7 +45,7 @@ HINTS = {
     "precedence": GUIDANCE["precedence"][1],  # "Hint: step {n} ignores that * comes before {op}."
     "order": "Hint: step {n}: work + and - from left to right.",
     "parentheses": GUIDANCE["parentheses"][1],  # "Hint: step {n} ignores the brackets."
-    "slip": GUIDANCE["slip"][1],  # "Hint: step {n} is wrong: {left}{op}{right} is not {result}."
+    "slip": GUIDANCE["slip"][1],  # "Hint: step {n} is wrong: {left}{op}{right} is {value}, not {result}."
     "copy_step": GUIDANCE["copy"][0],  # "Hint: step {n} uses {wrote} but the expression has {expected}."
     "copy_answer": "Hint: copy the result of your last step into the A: line.",
     "no_answer": "Hint: end with the line A: <number>.",
@@ -70,7 +70,9 @@ def error_key(diagnosis: Diagnosis) -> str:
     return diagnosis.error or "none"
 
 
-def hint_for(diagnosis: Diagnosis) -> str:
+def hint_for(diagnosis: Diagnosis, last_step: int) -> str:
+    """The hint for a diagnosed wrong attempt; ``last_step``: the question's number of operations (a slip there is
+    named without its right value, which would be the answer)."""
     key = error_key(diagnosis)
     wrote, expected = diagnosis.wrote, diagnosis.expected
     if key == "copy":
@@ -83,7 +85,15 @@ def hint_for(diagnosis: Diagnosis) -> str:
         )
     if wrote is None:
         return HINTS.get(key, HINTS["format"])
-    return HINTS[key].format(n=diagnosis.step, op=wrote.op, left=wrote.left, right=wrote.right, result=wrote.result)
+    template = SLIP_IN_LAST_STEP if key == "slip" and diagnosis.step == last_step else HINTS[key]
+    return template.format(
+        n=diagnosis.step,
+        op=wrote.op,
+        left=wrote.left,
+        right=wrote.right,
+        result=wrote.result,
+        value=ex.apply(wrote.op, wrote.left, wrote.right),
+    )
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -125,7 +135,8 @@ class RuleTeacher(Teacher):
                 text = text or VERIFIER_FEEDBACK["wrong"]
             else:
                 self.stats.add(**{f"error_{error_key(diagnosis)}": 1})
-                text = hint_for(diagnosis) if diagnosis.error else VERIFIER_FEEDBACK["wrong"]
+                last_step = ex.count_ops(ex.parse(expression_in(request.question)))
+                text = hint_for(diagnosis, last_step) if diagnosis.error else VERIFIER_FEEDBACK["wrong"]
             if request.answer is not None:
                 text += f" The answer is {request.answer}."
             texts.append(text)
