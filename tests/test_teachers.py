@@ -88,6 +88,19 @@ def test_rule_guidance_points_at_the_step_and_never_reveals_the_answer(rule_teac
     assert rule_teacher.metrics()["teacher/answer_leaks"] == 0
 
 
+def test_rule_guidance_gives_a_slips_value_except_where_it_is_the_answer(rule_teacher):
+    first, last = rule_teacher.guide(
+        [
+            request_for("2*3+4", "2*3=7\n7+4=11\nA: 11\n", answer=False),
+            request_for("2*3+4", "2*3=6\n6+4=11\nA: 11\n", answer=False),
+        ]
+    )
+    assert (first, last) == (
+        "Hint: step 1 is wrong: 2*3 is 6, not 7.",
+        "Hint: step 2 is wrong: 6+4 is not 11.",
+    )
+
+
 def test_rule_diagnosis_recognises_every_misconception_trace():
     """The warm-start's own misconception traces and slips, on 2000 random expressions: the right class (and for
     slips the right step) at least 99% of the time (a bracketed sum can coincide with an illegal one)."""
