@@ -35,7 +35,7 @@ def main() -> None:
         torch.manual_seed(0)
         model = components.model.build_untrained(tokenizer)
         model.config.use_cache = False  # as in the warm-start: packed position ids need it
-        model.config._attn_implementation = attention
+        model.set_attn_implementation(attention)
         optimizer = torch.optim.AdamW(model.parameters(), lr=components.model.warmstart_lr)
         batches = [
             PackingCollator(tokenizer.pad_token_id, int(width) or max(len(f["input_ids"]) for f in s))(s)

@@ -41,6 +41,7 @@ class Diagnosis:
     wrote: ex.Step | None = None  # the student's wrong step
     expected: ex.Step | None = None  # the operation it should have done there (for slips and miscopies)
     order_only: bool = False  # a precedence error between + and - (left-to-right order), not around *
+    last_step: bool = False  # a slip in the expression's last operation, whose right value is the answer
 
 
 def diagnose(expr: ex.Expr, completion: str) -> Diagnosis:
@@ -57,7 +58,7 @@ def diagnose(expr: ex.Expr, completion: str) -> Diagnosis:
             value = ex.apply(step.op, step.left, step.right)
             if step.result != value:
                 expected = ex.Step(step.left, step.op, step.right, value)
-                return Diagnosis("slip", number, step, expected)
+                return Diagnosis("slip", number, step, expected, last_step=same[0] is state)
             state = _replace(state, same[0], ex.Num(value))
             continue
         for left, op, right, crosses in _neighbours(state):

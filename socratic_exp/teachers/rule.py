@@ -70,9 +70,7 @@ def error_key(diagnosis: Diagnosis) -> str:
     return diagnosis.error or "none"
 
 
-def hint_for(diagnosis: Diagnosis, last_step: int) -> str:
-    """The hint for a diagnosed wrong attempt; ``last_step``: the question's number of operations (a slip there is
-    named without its right value, which would be the answer)."""
+def hint_for(diagnosis: Diagnosis) -> str:
     key = error_key(diagnosis)
     wrote, expected = diagnosis.wrote, diagnosis.expected
     if key == "copy":
@@ -85,7 +83,7 @@ def hint_for(diagnosis: Diagnosis, last_step: int) -> str:
         )
     if wrote is None:
         return HINTS.get(key, HINTS["format"])
-    template = SLIP_IN_LAST_STEP if key == "slip" and diagnosis.step == last_step else HINTS[key]
+    template = SLIP_IN_LAST_STEP if diagnosis.last_step else HINTS[key]  # the value there would be the answer
     return template.format(
         n=diagnosis.step,
         op=wrote.op,
@@ -135,8 +133,7 @@ class RuleTeacher(Teacher):
                 text = text or VERIFIER_FEEDBACK["wrong"]
             else:
                 self.stats.add(**{f"error_{error_key(diagnosis)}": 1})
-                last_step = ex.count_ops(ex.parse(expression_in(request.question)))
-                text = hint_for(diagnosis, last_step) if diagnosis.error else VERIFIER_FEEDBACK["wrong"]
+                text = hint_for(diagnosis) if diagnosis.error else VERIFIER_FEEDBACK["wrong"]
             if request.answer is not None:
                 text += f" The answer is {request.answer}."
             texts.append(text)
