@@ -1,7 +1,10 @@
 """Time of one warm-start step of ``model=tiny`` (forward, backward, AdamW; bf16 autocast on CPU) by packing width
 and attention implementation, on the same 64-trace batches. Each variant is ``WIDTH:ATTENTION``: WIDTH is the row
 width of ``PackingCollator`` (0: the batch's longest trace), ATTENTION a transformers attention implementation.
-Usage: ``python benchmarks/warmstart_packing.py [256:sdpa 0:sdpa 256:eager ...] [--steps N]``."""
+``--threads`` and ``--batch-size`` measure data parallelism over the cores: two processes with ``--threads 1
+--batch-size 32`` at once against one with the defaults.
+Usage: ``python benchmarks/warmstart_packing.py [256:sdpa 0:sdpa 256:eager ...] [--steps N] [--threads N]
+[--batch-size N]``."""
 
 from __future__ import annotations
 
@@ -23,12 +26,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("variants", nargs="*", default=["256:sdpa", "0:sdpa", "256:eager"])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant (after 3 warm-up steps)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, one per core)")
+    parser.add_argument("--batch-size", type=int, default=None, help="traces a step (default: the warm-start's, 64)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     components = build_components(compose())
     tokenizer = build_char_tokenizer()
     max_length = components.model.max_length
     features = [encode_example(e, tokenizer, max_length) for e in components.task.warmstart_examples(8000, 0)]
-    batch_size = components.model.warmstart_batch_size
+    batch_size = args.batch_size or components.model.warmstart_batch_size
     samples = [random.Random(i).sample(features, batch_size) for i in range(WARMUP_STEPS + args.steps)]
     for variant in args.variants:
         width, attention = variant.split(":")
@@ -51,7 +58,8 @@ def main() -> None:
             optimizer.zero_grad()
         per_step = (time.perf_counter() - started) / args.steps
         rows = sum(b["input_ids"].shape[0] for b in batches) / len(batches)
-        print(f"{variant:<10} {per_step * 1000:5.0f} ms a step, {rows:5.1f} rows of a batch", flush=True)
+        print(f"{variant:<10} {per_step * 1000:5.0f} ms a step, {rows:5.1f} rows of a batch of {batch_size} traces, "
+              f"{torch.get_num_threads()} threads", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -75,13 +75,14 @@ PROMISES = (
 @dataclasses.dataclass(frozen=True)
 class RetryOutcome:
     """A wrong first attempt and the score of a second attempt after the teacher's guidance on it (``guided``), after
-    the fixed retry line (``retry``) and from the bare prompt (``fresh``)."""
+    the fixed retry line (``retry``) and from the bare prompt (``fresh``); ``guided_attempt`` is the guided one."""
 
     row: dict
     attempt: str
     guided: float
     retry: float
     fresh: float
+    guided_attempt: str = ""
 
 
 # --- measuring ------------------------------------------------------------------------------------------------
@@ -117,6 +118,14 @@ class Premises:
             **self.common,
         )
 
+    def prompt(self, row: dict) -> Any:
+        """A row's prompt as a context is built on it: for a chat model the trainers' messages (the instruction as the
+        system turn), so that an attempt becomes the assistant's turn and feedback a user turn, as in training; plain
+        text otherwise, to which generation adds the instruction."""
+        from socratic_exp.tasks.base import render_prompt
+
+        return render_prompt(row["prompt"], self.common["instruction"], True) if self.student.chat else row["prompt"]
+
     def greedy(self, prompts: Sequence[Any]) -> list[str]:
         from socratic_exp.evaluation import generate
 
@@ -143,13 +152,18 @@ class Premises:
         guidance = self.teacher.guide(requests)
         retry = getattr(self.c.algorithm, "retry_prompt", "Hint: try again.")
         contexts = (  # (second attempt, its prompts, its sampling salt)
-            ("guided", [extend_context(r["prompt"], a, g) for (r, a), g in zip(wrong, guidance, strict=True)], 2),
-            ("retry", [extend_context(r["prompt"], a, retry) for r, a in wrong], 3),
+            ("guided", [extend_context(self.prompt(r), a, g) for (r, a), g in zip(wrong, guidance, strict=True)], 2),
+            ("retry", [extend_context(self.prompt(r), a, retry) for r, a in wrong], 3),
             ("fresh", [r["prompt"] for r, _ in wrong], 4),
         )
         seconds = {name: self.sample(prompts, salt=salt) for name, prompts, salt in contexts}
         return [
-            RetryOutcome(row, attempt, **{name: self.score(seconds[name][i], row) for name in seconds})
+            RetryOutcome(
+                row,
+                attempt,
+                **{name: self.score(seconds[name][i], row) for name in seconds},
+                guided_attempt=seconds["guided"][i],
+            )
             for i, (row, attempt) in enumerate(wrong)
         ]
 
@@ -168,7 +182,13 @@ class Premises:
 
     # SDPO / VPD
     def self_teacher(self) -> dict[str, float]:
-        from socratic_exp.algorithms.sdpo.contexts import PLAIN_TEMPLATES, ContextSettings, Rollout, build_contexts
+        from socratic_exp.algorithms.sdpo.contexts import (
+            PLAIN_TEMPLATES,
+            SDPO_TEMPLATES,
+            ContextSettings,
+            Rollout,
+            build_contexts,
+        )
         from socratic_exp.teachers.base import Attempt, GuidanceRequest
 
         rows = self.eval_rows[: max(1, len(self.eval_rows) // 4)]
@@ -177,7 +197,7 @@ class Premises:
         for i, completion in enumerate(completions):
             row = rows[i // GROUP_SIZE]
             verdict = self.c.task.verify(completion, row["answer"])
-            rollouts.append(Rollout(row["prompt"], completion, verdict.score, verdict.reason, verdict.extracted))
+            rollouts.append(Rollout(self.prompt(row), completion, verdict.score, verdict.reason, verdict.extracted))
         per_question = [statistics.fmean(r.score for r in rollouts[q * GROUP_SIZE : (q + 1) * GROUP_SIZE])
                         for q in range(len(rows))]  # fmt: skip
 
@@ -196,9 +216,13 @@ class Premises:
             group = rollouts[question * GROUP_SIZE : (question + 1) * GROUP_SIZE]
             return rows[question].get("reference") or next((r.completion for r in group if r.score >= 1.0), None)
 
+        # the templates an SDPO / VPD run of this student uses (context_style=auto: SDPO's in a chat's user turn)
+        chat = self.student.chat
+        run_settings = getattr(self.c.algorithm, "context_settings", None)
+        templates = run_settings(chat).templates if run_settings else (SDPO_TEMPLATES if chat else PLAIN_TEMPLATES)
         figures: dict[str, float] = {}
         for source in FEEDBACK_SOURCES:
-            settings = ContextSettings(sources=(source,), templates=PLAIN_TEMPLATES)
+            settings = ContextSettings(sources=(source,), templates=templates)
             contexts = build_contexts(rollouts, GROUP_SIZE, settings, critic)
             failed = [i for i, ctx in enumerate(contexts) if ctx.usable and rollouts[i].score < 1.0]
             if not failed:

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0):
+    # the cores shared among the xdist workers, for their own torch and the runs they start: oversubscribed OpenMP
+    # threads spin instead of working (a student builds bit-identically on 1 or 2 threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+
 from socratic_exp.hydra_support import compose  # noqa: F401  (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parent.parent

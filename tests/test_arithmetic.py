@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import ArithmeticTask, extract_answer, guidance_for
-from socratic_exp.teachers.diagnosis import diagnose
+from socratic_exp.tasks.diagnosis import diagnose
 from socratic_exp.teachers.rule import RuleTeacher, hint_for
 
 

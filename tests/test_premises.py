@@ -123,3 +123,41 @@ def test_a_task_without_reference_solutions_measures_the_margin_on_a_successful_
     # a failed rollout's correct solution is then a successful rollout of its group, as for a sibling's context
     assert figures["sdpo/sibling/contexts"] > 0
     assert {f"sdpo/{source}/margin" for source in ("sibling", "environment", "teacher")} <= set(figures)
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "plain"])
+def test_feedback_contexts_are_laid_out_as_the_trainers_lay_them_out(chat):
+    from types import SimpleNamespace
+
+    from socratic_exp.components import build_components
+    from socratic_exp.hydra_support import compose
+    from socratic_exp.premises import Premises
+
+    premises = Premises(build_components(compose("algorithm=socraticpo")), SimpleNamespace(chat=chat), 8, seed=0)
+    prompts_by_salt = {}
+    wrong = "3-9=-6\n-6+1=-5\n-5-9=-14\nA: -14\n"  # the first eval question, 3-(9+1)-9 = -16, brackets ignored
+
+    def sample(prompts, n=1, salt=0):
+        prompts_by_salt[salt] = list(prompts)
+        return [wrong] * (len(prompts) * n)
+
+    premises.sample = sample
+    premises.logps = lambda prompts, completions: [0.0] * len(prompts)
+    premises.retries()
+    guided, retry = prompts_by_salt[2][0], prompts_by_salt[3][0]
+    premises.self_teacher()
+    critique = prompts_by_salt[6][0]  # the last feedback source measured: the teacher's critique
+    question, hint = "Q: 3-(9+1)-9=?\n", "Hint: step 1 ignores the brackets."
+    # chat: SocraticPO's attempt is the assistant's turn, its guidance a user turn; SDPO's template is the user turn
+    if chat:
+        attempt_turns = [{"role": "user", "content": question}, {"role": "assistant", "content": wrong}]
+        assert guided == [*attempt_turns, {"role": "user", "content": hint}]
+        assert retry == [*attempt_turns, {"role": "user", "content": "Hint: try again."}]
+        sdpo_feedback = f"\nThe following is feedback from your unsuccessful earlier attempt:\n\n{hint}\n\n"
+        assert critique == [
+            {"role": "user", "content": f"{question}{sdpo_feedback}\n\nCorrectly solve the original question.\n"}
+        ]
+    else:  # the warm-start's lines: the attempt, then the guidance; the critique before the question
+        assert guided == f"{question}{wrong}{hint}\n"
+        assert retry == f"{question}{wrong}Hint: try again.\n"
+        assert critique == f"{hint}\n{question}"

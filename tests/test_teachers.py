@@ -18,6 +18,7 @@ from openai_stub import StubServer
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import ArithmeticTask, prompt_for
+from socratic_exp.tasks.diagnosis import diagnose
 from socratic_exp.teachers.base import (
     Attempt,
     GuidanceRequest,
@@ -26,7 +27,6 @@ from socratic_exp.teachers.base import (
     states_answer,
 )
 from socratic_exp.teachers.blackbox import FIXED_RETRY_PROMPT, BlackboxTeacher
-from socratic_exp.teachers.diagnosis import diagnose
 from socratic_exp.teachers.rule import VIEWPOINTS, RuleTeacher
 
 # (expression, student trace, error class, wrong step (1-based) or None)

@@ -20,7 +20,7 @@ from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, Task, Verdict, WarmstartExample, environment_feedback
-from socratic_exp.teachers.diagnosis import diagnose
+from socratic_exp.tasks.diagnosis import diagnose
 
 if TYPE_CHECKING:
     from datasets import DatasetDict

@@ -1,6 +1,6 @@
 """``teacher=rule``: a diagnostic teacher for the arithmetic task (Socratic-RL, Section 7, Phase 1).
 
-It replays the student's chain of thought (``teachers/diagnosis.py``), finds the first wrong step, names its
+It replays the student's chain of thought (``tasks/diagnosis.py``), finds the first wrong step, names its
 class and writes one short ``Hint:`` line pointing at that step, in the wording the warm-started student has
 seen in its context. Without ground-truth access it never states the final result (it can compute it, but a
 rule teacher that does would not be a teacher). ``reflect`` turns recurring error classes into viewpoints
@@ -27,6 +27,7 @@ from socratic_exp.component import setting
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, SLIP_IN_LAST_STEP, ArithmeticTask, expression_in
 from socratic_exp.tasks.base import VERIFIER_FEEDBACK
+from socratic_exp.tasks.diagnosis import Diagnosis, diagnose
 from socratic_exp.teachers.base import (
     Attempt,
     GuidanceRequest,
@@ -35,7 +36,6 @@ from socratic_exp.teachers.base import (
     Viewpoint,
     parse_viewpoint,
 )
-from socratic_exp.teachers.diagnosis import Diagnosis, diagnose
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
