@@ -71,6 +71,7 @@ def error_key(diagnosis: Diagnosis) -> str:
 
 
 def hint_for(diagnosis: Diagnosis) -> str:
+    """The one-line hint for a diagnosed wrong attempt, in the words of the warm-start corpus."""
     key = error_key(diagnosis)
     wrote, expected = diagnosis.wrote, diagnosis.expected
     if key == "copy":
