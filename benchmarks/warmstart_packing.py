@@ -17,7 +17,7 @@ import torch
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
-from socratic_exp.models.tiny import PackingCollator, encode_example
+from socratic_exp.models.tiny import PackingCollator, encode_examples
 
 WARMUP_STEPS = 3
 
@@ -34,7 +34,7 @@ def main() -> None:
     components = build_components(compose())
     tokenizer = build_char_tokenizer()
     max_length = components.model.max_length
-    features = [encode_example(e, tokenizer, max_length) for e in components.task.warmstart_examples(8000, 0)]
+    features = encode_examples(components.task.warmstart_examples(8000, 0), tokenizer, max_length)
     batch_size = args.batch_size or components.model.warmstart_batch_size
     samples = [random.Random(i).sample(features, batch_size) for i in range(WARMUP_STEPS + args.steps)]
     for variant in args.variants:

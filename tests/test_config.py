@@ -62,7 +62,7 @@ def test_every_overlay_composes(kind, name):
 
 def test_debug_overlay_overrides_only_what_differs():
     base, fast = compose(), compose("debug=fast")
-    assert fast.algorithm.max_steps == 4 and base.algorithm.max_steps == 80
+    assert fast.algorithm.max_steps == 4 and base.algorithm.max_steps == 30
     assert fast.algorithm.learning_rate == base.algorithm.learning_rate
     assert fast.task == base.task
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
-from socratic_exp.models.tiny import PackingCollator, TinyModel, encode_example
+from socratic_exp.models.tiny import PackingCollator, TinyModel, encode_examples
 
 
 def test_rows_are_packed_first_fit_decreasing_with_positions_from_zero():
@@ -19,14 +20,26 @@ def test_rows_are_packed_first_fit_decreasing_with_positions_from_zero():
     assert "attention_mask" not in batch  # transformers derives the block-diagonal mask from the positions
 
 
-def test_packed_loss_equals_the_traces_one_by_one():
+def test_examples_encode_context_masked_and_eos_learned_cut_at_max_length():
+    tokenizer = build_char_tokenizer()  # ids: <pad> 0, <eos> 1, <unk> 2, then chr(32 + i) -> 3 + i
+    examples = [[("Q: 1", False), ("2\n", True)], [("7", True)]]
+    assert encode_examples(examples, tokenizer, max_length=8) == [
+        {"input_ids": [52, 29, 3, 20, 21, 98, 1], "labels": [-100, -100, -100, -100, 21, 98, 1]},
+        {"input_ids": [26, 1], "labels": [26, 1]},
+    ]
+    assert encode_examples(examples[:1], tokenizer, max_length=3)[0] == {"input_ids": [52, 29, 3], "labels": [-100] * 3}
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])  # the warm-start trains with eager attention
+def test_packed_loss_equals_the_traces_one_by_one(attention):
     from socratic_exp.tasks.arithmetic import ArithmeticTask
 
     tokenizer = build_char_tokenizer()
     torch.manual_seed(0)
     model = TinyModel().build_untrained(tokenizer).eval()
+    model.set_attn_implementation(attention)
     examples = ArithmeticTask(train_size=10, eval_size=10, probe_size=0).warmstart_examples(12, seed=0)
-    features = [encode_example(example, tokenizer, 256) for example in examples]
+    features = encode_examples(examples, tokenizer, 256)
     batch = PackingCollator(tokenizer.pad_token_id, 256)(features)
     assert batch["input_ids"].shape[0] < len(features)  # packing happened
 

@@ -26,7 +26,7 @@ TOKEN_LEVEL_LOSSES = ("dapo", "cispo")
 @dataclasses.dataclass(kw_only=True)
 class SocraticPO(GRPO):
     max_steps: int = setting(
-        80, "optimizer steps; a step costs about 3 GRPO steps, so the default experiment stays near 1.5 minutes", ge=1
+        30, "optimizer steps; a step costs about 3 GRPO steps, so the default experiment stays near 40 s", ge=1
     )
     max_attempts: int = setting(
         3, "K: student attempts per rollout (the teacher's guidance follows each wrong one but the last)", ge=1, le=16
