@@ -9,7 +9,8 @@ joblib launcher's own ``execute_job``. The process is given its environment befo
 ``threads_per_job`` CPU threads (default: the cores divided by ``n_jobs``, so parallel jobs do not oversubscribe
 the cores) and, where GPUs exist, its own ``gpus_per_job`` GPUs through ``CUDA_VISIBLE_DEVICES``.
 
-A job whose process dies is marked ``failed`` in its ``summary.json`` and the others go on. A job whose folder
+A job whose process dies is marked ``failed`` in its ``summary.json`` and the others go on; a job whose sweep
+process dies is interrupted (``interrupt_when_orphaned``), so no job outlives its sweep. A job whose folder
 already holds a completed run with the same overrides is skipped, so re-running a sweep into its folder
 (``resume=<sweep folder>``, ``resume=auto`` or ``hydra.sweep.dir=<folder>``) runs only what is left.
 """
@@ -207,6 +208,7 @@ def child_main() -> None:
     from hydra_plugins.hydra_joblib_launcher._core import execute_job
 
     job_file, result_file = Path(sys.argv[1]), Path(sys.argv[2])
+    interrupt_when_orphaned(os.getppid())
     result = execute_job(*cloudpickle.loads(job_file.read_bytes()))
     try:
         data = cloudpickle.dumps(result)
@@ -214,6 +216,21 @@ def child_main() -> None:
         result.return_value = RuntimeError(f"{type(result.return_value).__name__}: {result.return_value} ({err})")
         data = cloudpickle.dumps(result)
     result_file.write_bytes(data)
+
+
+def interrupt_when_orphaned(parent: int, poll_seconds: float = 1.0) -> threading.Thread:
+    """Interrupt this process, as Ctrl-C would, once ``parent`` has died. A sweep killed by SIGTERM or SIGKILL (a
+    scheduler's time limit, ``kill``) would otherwise leave its running jobs behind, training on, holding warm-start
+    locks and writing into the sweep folder; interrupted, a job records itself as such and ends."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    watcher = threading.Thread(target=watch, name="exit-with-sweep", daemon=True)
+    watcher.start()
+    return watcher
 
 
 def _job_return(job_return: Any, job_status: Any, overrides: Sequence[str], job_dir: Path, value: Any) -> Any:

@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import yaml
@@ -133,6 +134,31 @@ def test_each_job_gets_its_own_process_and_a_dead_one_is_marked_failed(tmp_path)
     assert other.returncode == 2 and "job 5" not in other.stdout
     assert other.stderr.strip().startswith("error: ") and "/s/0 was launched with +job=0" in other.stderr
     assert other.stderr.strip().count("\n") == 0
+
+
+def test_a_job_is_interrupted_when_its_sweep_process_is_killed(tmp_path):
+    # a "sweep" process starts a "job" that watches it, then the sweep is SIGKILLed (no handler can run in it)
+    job = textwrap.dedent(f"""
+        import os, sys, time
+        from socratic_exp.launcher import interrupt_when_orphaned
+        interrupt_when_orphaned(os.getppid(), poll_seconds=0.05)
+        print("ready", flush=True)
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            open({str(tmp_path / "interrupted")!r}, "w").write("KeyboardInterrupt")
+    """)
+    sweep = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {job!r}]); time.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", sweep], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "ready\n"
+    process.kill()
+    process.wait()
+    marker = tmp_path / "interrupted"
+    for _ in range(200):
+        if marker.is_file() and marker.read_text():
+            break
+        time.sleep(0.05)
+    assert marker.read_text() == "KeyboardInterrupt"
 
 
 def test_slurm_launcher_config_composes_and_submitit_runs_the_app(tmp_path):
