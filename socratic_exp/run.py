@@ -7,10 +7,14 @@ what went wrong; a single run then exits non-zero, while in ``-m`` the sweep goe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +52,23 @@ NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run", "verbose
 
 def run_job(cfg: DictConfig) -> float | None:
     # a sweep's job: the launcher prints its start and end, the job's own lines go to its log file
-    with quiet_console(HydraConfig.get().mode == RunMode.MULTIRUN):
+    with quiet_console(HydraConfig.get().mode == RunMode.MULTIRUN), sigterm_as_interrupt():
         return _run_job(cfg)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's time limit, a cancelled job, ``kill``) ends the run as Ctrl-C does: recorded as
+    interrupted and resumable, its temporary files removed and its warm-start lock freed, where the default action
+    would end the process on the spot with its summary left at ``running``."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers belong to the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_job(cfg: DictConfig) -> float | None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
-from conftest import read_summary, run_dirs
+from conftest import app_environment, read_summary, run_dirs
 
 pytestmark = pytest.mark.slow
 
@@ -117,3 +122,27 @@ def test_multirun_keeps_going_past_a_failed_job(run_app, tmp_path):
     assert f"{bad}:2: malformed arithmetic row" in second["error"]["message"]
     assert "2 jobs" in proc.stderr and "1 of 2 jobs did not complete: #1" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_sigterm_ends_a_run_as_interrupted_and_resumable(tmp_path, cache_dir):
+    # a scheduler's time limit: SIGTERM once training has logged a step
+    outputs = tmp_path / "outputs"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "socratic_exp", *QUICK, "logger=none", "algorithm.max_steps=500"],
+        cwd=tmp_path,
+        env={**os.environ, **app_environment(outputs, cache_dir)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    metrics = outputs.glob("*/*/metrics.jsonl")
+    while time.time() < deadline and not any('"loss"' in m.read_text() for m in metrics):
+        time.sleep(0.2)
+        metrics = outputs.glob("*/*/metrics.jsonl")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130
+    (run_dir,) = run_dirs(outputs)
+    assert read_summary(run_dir)["status"] == "interrupted"
+    assert f"resume={run_dir}" in stderr and "Traceback" not in stderr
