@@ -68,3 +68,20 @@ def test_bf16_autocast_follows_the_setting_or_what_the_machine_computes_natively
     # a student warm-started in the other precision is another student: it is cached apart
     assert TinyModel(cache_dir=str(tmp_path)).cache_path(task) != float32_path
     assert TinyModel(cache_dir=str(tmp_path), warmstart_bf16=False).cache_path(task) == float32_path
+
+
+def test_a_build_killed_outright_leaves_no_scratch_folder_behind_the_next_one(tmp_path):
+    from socratic_exp.tasks.arithmetic import ArithmeticTask
+
+    task = ArithmeticTask()
+    spec = TinyModel(cache_dir=str(tmp_path), hidden_size=16, num_heads=2, intermediate_size=32, num_layers=1,
+                     warmstart_examples=64, warmstart_steps=2, warmstart_bf16=False)  # fmt: skip
+    path = spec.cache_path(task)
+    killed = tmp_path / f".{path.name}-x1y2z3" / "trainer"  # what SIGKILL leaves of a build of this key
+    killed.mkdir(parents=True)
+    other_key = tmp_path / ".tiny-0123456789abcdef-x1y2z3"  # another key's build, maybe running: not ours to touch
+    other_key.mkdir()
+    student = spec.load(task)
+    assert student.info["settings"]["warmstart_steps"] == 2
+    assert not killed.parent.exists() and other_key.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, f"{path.name}.lock", other_key.name])

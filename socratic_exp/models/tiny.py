@@ -84,6 +84,8 @@ class TinyModel(ModelSpec):
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
             if not (path / "warmstart.json").is_file():
+                for stale in path.parent.glob(f".{path.name}-*"):  # of a build killed outright (we hold the lock)
+                    shutil.rmtree(stale, ignore_errors=True)
                 self._build(task, path)
             else:
                 log.info("warm-start cache hit: %s", path)
