@@ -61,8 +61,7 @@ def main() -> None:
         rows = sum(b["input_ids"].shape[0] for b in batches) / len(batches)
         size = f"{torch.get_num_threads()} threads, {model.num_parameters() / 1e6:.2f}M parameters"
         print(f"{variant:<10} {per_step * 1000:5.0f} ms a step, {rows:5.1f} rows of {batch_size} traces, {size}")
-        if args.profile:
-            args.profile = False
+        if args.profile and variant == args.variants[0]:
             print_profile(step, batches[WARMUP_STEPS:])
 
 
