@@ -136,10 +136,8 @@ def test_sigterm_ends_a_run_as_interrupted_and_resumable(tmp_path, cache_dir):
         text=True,
     )
     deadline = time.time() + 300
-    metrics = outputs.glob("*/*/metrics.jsonl")
-    while time.time() < deadline and not any('"loss"' in m.read_text() for m in metrics):
+    while time.time() < deadline and not any('"loss"' in m.read_text() for m in outputs.glob("*/*/metrics.jsonl")):
         time.sleep(0.2)
-        metrics = outputs.glob("*/*/metrics.jsonl")
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130
