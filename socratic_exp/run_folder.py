@@ -184,6 +184,33 @@ def versions() -> dict[str, str | None]:
     return found
 
 
+def machine() -> dict[str, Any]:
+    """The CPU that computed a figure (its model name, cores and torch's kernel level): figures name their machine."""
+    fields: dict[str, str] = {}
+    try:  # Linux: the first processor's block
+        for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines():
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    found: dict[str, Any] = {
+        "cpu": fields.get("model name") or platform.processor() or platform.machine(),
+        "cpu_family_model": f"{fields['cpu family']}/{fields['model']}" if "cpu family" in fields else None,
+        "native_bf16": any(flag in fields.get("flags", "").split() for flag in ("avx512_bf16", "amx_bf16")),
+        "cores": os.cpu_count(),
+        "system": platform.system(),
+    }
+    try:
+        import torch
+
+        found["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        if torch.cuda.is_available():
+            found["gpu"] = torch.cuda.get_device_name()
+    except ImportError:
+        pass
+    return found
+
+
 def git_commit() -> str | None:
     """The commit of the socratic_exp checkout (with ``+dirty`` for uncommitted changes), if run from one."""
     source = Path(__file__).resolve().parent.parent

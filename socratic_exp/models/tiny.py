@@ -25,7 +25,7 @@ from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.models.base import ModelSpec, Student
 from socratic_exp.models.char_tokenizer import build_char_tokenizer, load_char_tokenizer
-from socratic_exp.run_folder import default_cache_dir
+from socratic_exp.run_folder import default_cache_dir, git_commit, machine, versions
 
 if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task, WarmstartExample
@@ -195,6 +195,10 @@ class TinyModel(ModelSpec):
                 "train_loss": result.training_loss,
                 "examples": len(features),
                 "seconds": round(time.time() - started, 1),
+                # provenance: the same settings build other weights on another CPU (bf16 rounding, kernel splits)
+                "machine": machine(),
+                "git_commit": git_commit(),
+                "versions": {name: versions().get(name) for name in ("torch", "transformers")},
             }
             (staged / "warmstart.json").write_text(json.dumps(info, indent=2))
             if path.exists():
