@@ -439,7 +439,7 @@ def verdicts(figures: dict[str, float]) -> list[tuple[Promise, float | None, boo
     return [(p, figures.get(p.key), figures.get(p.key, float("-inf")) >= p.at_least) for p in PROMISES]
 
 
-def _question_count(text: str) -> int:
+def question_count(text: str) -> int:
     value = int(text)
     if value < 8:  # a quarter of them go to the SDPO / VPD measurement, and half the rest to the ridge fit
         raise argparse.ArgumentTypeError(f"{value}: give at least 8 questions")
@@ -450,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m socratic_exp.premises", description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m socratic_exp")
     parser.add_argument(
-        "--questions", type=_question_count, default=400, help="questions per measurement (default 400)"
+        "--questions", type=question_count, default=400, help="questions per measurement (default 400)"
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")

@@ -39,6 +39,7 @@ from socratic_exp.run_folder import (
     MetricsSink,
     RunRecord,
     is_run_folder,
+    is_secret_key,
     redact,
     redact_overrides,
     scrub_hydra_files,
@@ -177,13 +178,14 @@ def _check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> Non
 
 
 def run_name(choices: dict[str, str], overrides: list[str]) -> str:
-    """A readable run name: the algorithm, task and model, then the overrides that distinguish the run."""
+    """A readable run name: the algorithm, task and model, then the overrides that distinguish the run, with their
+    secrets redacted (the name reaches summary.json, W&B and TRL's pickled ``run_name``)."""
 
     def distinguishes(override: str) -> bool:
         key = override.split("=", 1)[0].lstrip("+~")
-        return key not in NAME_SKIPPED_KEYS and not key.startswith("logger")
+        return key not in NAME_SKIPPED_KEYS and not key.startswith("logger") and not is_secret_key(key)
 
-    shown = [o for o in overrides if distinguishes(o)]
+    shown = [o for o in redact_overrides(overrides) if distinguishes(o)]
     base = f"{choices.get('algorithm')}-{choices.get('task')}-{choices.get('model')}"
     return (base + ("|" + ",".join(shown) if shown else ""))[:128]
 

@@ -109,8 +109,17 @@ def redact_overrides(overrides: list[str]) -> list[str]:
 
 
 def _redact_override(override: str) -> str:
+    """``key=<redacted>`` for a secret-looking key; a dict or list value keeps its shape with its secret-looking
+    entries replaced (``+teacher.extra_body={api_key: <redacted>, top_k: 20}``)."""
     key, sep, value = override.partition("=")
-    return f"{key}={REDACTED}" if sep and value and is_secret_key(key) else override
+    if not sep or not value:
+        return override
+    if is_secret_key(key):
+        return f"{key}={REDACTED}"
+    if value.lstrip().startswith(("{", "[")):
+        for secret in sorted(_secret_leaves(value), key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+    return f"{key}={value}"
 
 
 def secret_values(overrides: list[str]) -> list[str]:

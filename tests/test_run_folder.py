@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from socratic_exp.hydra_support import find_interrupted_run
 from socratic_exp.run import run_name
 from socratic_exp.run_folder import REDACTED, MetricsFile, RunRecord, redact
@@ -65,6 +67,29 @@ def test_run_name_shows_the_distinguishing_overrides():
     name = run_name(choices, ["algorithm=grpo", "algorithm.beta=0.1", "seed=1", "logger=none", "resume=auto"])
     assert name == "grpo-arithmetic-tiny|algorithm.beta=0.1,seed=1"
     assert run_name(choices, []) == "grpo-arithmetic-tiny"
+
+
+# a list whose joined length passes the name's 128-character cut, so that a canary placed last would be cut off
+# if the name were cut before redaction
+_LONG = ["algorithm.beta=0.04", "algorithm.learning_rate=3e-06", "eval.max_samples=300", "seed=7",
+         "teacher.max_hints=5", "sampler.alpha=0.5", "algorithm.temperature=0.9"]  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["first", "last", "alone"])
+@pytest.mark.parametrize(
+    "secret",
+    ["+algorithm.trl_args.hub_token=hf_CANARYname1234", "+teacher.extra_body.api_key=sk-CANARYname1234",
+     "+teacher.extra_body={api_key: sk-CANARYname1234, top_k: 20}"],
+    ids=["key", "nested-key", "dict-entry"],
+)  # fmt: skip
+def test_the_run_name_carries_no_secret_wherever_it_stands(secret, where):
+    overrides = {"first": [secret, *_LONG], "last": [*_LONG, secret], "alone": [secret]}[where]
+    name = run_name({"algorithm": "grpo", "task": "arithmetic", "model": "tiny"}, overrides)
+    assert "CANARY" not in name
+    if "{" in secret and where != "last":  # the dict's other entries still tell runs apart (last: past the cut)
+        assert "extra_body={api_key: <redacted>, top_k: 20}" in name
+    if where == "alone" and "{" not in secret:  # a secret-looking key tells no runs apart: it is left out
+        assert name == "grpo-arithmetic-tiny"
 
 
 def test_hydra_dumps_are_scrubbed(tmp_path):

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import read_summary, run_dirs
+from conftest import app_environment, read_summary, run_dirs
 from openai_stub import StubServer
 
 from socratic_exp.run_folder import (
@@ -163,7 +163,8 @@ def canary_run(tmp_path_factory, cache_dir):
         "SX_CANARY_KEY": ENV_CANARY,
     }
     with StubServer(api_key=ENV_CANARY) as server:
-        overrides = [
+        overrides = [  # one canary first, one last (the run name is cut at 128 characters: neither may hide)
+            f"+algorithm.trl_args.hub_token={HUB_CANARY}",
             "debug=quick_warmstart",
             "logger=wandb",
             "algorithm.log_completions=true",
@@ -172,8 +173,7 @@ def canary_run(tmp_path_factory, cache_dir):
             f"teacher.base_url={server.url}",
             "teacher.api_key_env=SX_CANARY_KEY",
             f"teacher.cache_dir={root / 'teacher-cache'}",
-            f"+teacher.extra_body.api_key={BODY_CANARY}",
-            f"+algorithm.trl_args.hub_token={HUB_CANARY}",
+            f"+teacher.extra_body={{api_key: {BODY_CANARY}, top_k: 20}}",
         ]
 
         def run(*extra: str) -> subprocess.CompletedProcess:
@@ -200,13 +200,36 @@ def canary_run(tmp_path_factory, cache_dir):
 @pytest.mark.slow
 def test_no_canary_reaches_any_file_or_the_console(canary_run):
     run_dir, procs = canary_run["run_dir"], canary_run["procs"]
-    assert (run_dir / ".hydra" / "hydra.yaml").is_file() and list(run_dir.rglob("training_args.bin"))
+    assert (run_dir / ".hydra" / "hydra.yaml").is_file()
+    # every checkpoint's pickled TRL arguments (their run_name is built from the overrides) is among the files read
+    saved_args = {path.parent.name for path in run_dir.rglob("training_args.bin")}
+    assert {"checkpoint-2", "checkpoint-4", "final"} <= saved_args
     texts = [p.stdout + p.stderr for p in procs]
     assert _leaks([run_dir], texts) == []
     summary = read_summary(run_dir)
     assert summary["config"]["algorithm"]["trl_args"]["hub_token"] == REDACTED
-    assert summary["config"]["teacher"]["extra_body"]["api_key"] == REDACTED
+    assert summary["config"]["teacher"]["extra_body"] == {"api_key": REDACTED, "top_k": 20}
     assert summary["config"]["eval"]["max_new_tokens"] == 64  # a count of tokens is not a secret
+    assert summary["run_name"].startswith("socraticpo-arithmetic-tiny|debug=quick_warmstart,")
+    assert f"+teacher.extra_body={{api_key: {REDACTED}, top_k: 20}}" in summary["overrides"]
+
+
+@pytest.mark.slow
+def test_a_canary_alone_on_the_command_line_reaches_no_file(tmp_path):
+    """The canary as the only override: the default experiment (on the shipped student), W&B offline."""
+    from socratic_exp.run_folder import MetricsFile
+
+    env = app_environment(tmp_path / "outputs", tmp_path / "cache")
+    command = [sys.executable, "-m", "socratic_exp", f"+algorithm.trl_args.hub_token={HUB_CANARY}"]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(tmp_path / "outputs")
+    assert read_summary(run_dir)["run_name"] == "socraticpo-arithmetic-tiny"
+    assert (run_dir / "checkpoints" / "final" / "training_args.bin").is_file()
+    assert list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert MetricsFile(run_dir / "metrics.jsonl").read()  # the run trained and logged
+    assert _leaks([run_dir], [proc.stdout + proc.stderr]) == []
+    assert not list((tmp_path / "cache").glob("tiny-*"))  # the shipped student: no warm-start was built
 
 
 @pytest.mark.slow

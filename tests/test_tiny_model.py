@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
-from socratic_exp.models.tiny import PackingCollator, TinyModel, encode_examples
+from socratic_exp.models.tiny import TinyModel
+from socratic_exp.models.tiny.warmstart import PackingCollator, encode_examples
 
 
 def test_rows_are_packed_first_fit_decreasing_with_positions_from_zero():
