@@ -30,15 +30,16 @@ ISAS = {
 }
 
 
-def premises(student: str, questions: int) -> None:
+def premises(student: str, questions: int, isas: list[str]) -> None:
     from socratic_exp.models.tiny.shipped import shipped_students
 
     (shipped,) = [s for s in shipped_students() if s.name == student]
     manifest = shipped.manifest
     shipped_figures = shipped.premise_figures
-    overrides = [o for o in manifest["overrides"]]
+    overrides = manifest["overrides"]
     worst: dict[str, float] = {}
-    for isa, env in ISAS.items():
+    for isa in isas:
+        env = ISAS[isa]
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "premises.json"
             command = [sys.executable, "-m", "socratic_exp.premises", *overrides, "--questions", str(questions),
@@ -46,11 +47,11 @@ def premises(student: str, questions: int) -> None:
             subprocess.run(command, env={**os.environ, **env}, check=True, capture_output=True)
             figures = json.loads(out.read_text())["figures"]
         deviations = {k: abs(v - shipped_figures[k]) / max(1.0, abs(shipped_figures[k])) for k, v in figures.items()}
-        changed = {k: round(v, 4) for k, v in deviations.items() if v > 0}
+        changed = {k: f"{v:.1e}" for k, v in deviations.items() if v > 0}
         worst[isa] = max(deviations.values())
         print(f"{isa:<10} figures that differ from the manifest: {len(changed)} of {len(figures)}; "
-              f"largest relative difference {worst[isa]:.4f} {changed}", flush=True)  # fmt: skip
-    print(f"largest over all caps: {max(worst.values()):.4f}")
+              f"largest relative difference {worst[isa]:.1e} {changed}", flush=True)  # fmt: skip
+    print(f"largest over all caps: {max(worst.values()):.1e}")
 
 
 BUILD = """
@@ -89,11 +90,12 @@ def main() -> None:
     measuring = commands.add_parser("premises")
     measuring.add_argument("--student", default="default")
     measuring.add_argument("--questions", type=int, default=400)
+    measuring.add_argument("--isas", default=",".join(ISAS), help=f"comma-separated, of {', '.join(ISAS)}")
     building = commands.add_parser("build")
     building.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     if args.command == "premises":
-        premises(args.student, args.questions)
+        premises(args.student, args.questions, args.isas.split(","))
     else:
         build(args.steps)
 

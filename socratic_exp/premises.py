@@ -22,7 +22,7 @@ fixed seed, as the training rollouts are drawn:
   the teacher reflects from failed traces: their mean and the best one.
 
 ``PROMISES`` states the level each figure must reach on the embedded testbed (``tests/test_premises.py`` holds the
-default testbed to it). Results go to the console and to ``premises.json``.
+shipped students' manifests to it: ``models/tiny/shipped.py``). Results go to the console and to ``premises.json``.
 """
 
 from __future__ import annotations
@@ -449,9 +449,7 @@ def question_count(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m socratic_exp.premises", description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m socratic_exp")
-    parser.add_argument(
-        "--questions", type=question_count, default=400, help="questions per measurement (default 400)"
-    )
+    parser.add_argument("--questions", type=question_count, default=400, help="questions per measurement (default 400)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
     args = parser.parse_args(argv)

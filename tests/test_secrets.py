@@ -251,7 +251,7 @@ def test_wandb_offline_run_reads_back_with_metrics_config_and_tables(canary_run)
     # the config: ours (redacted) in the run record, TRL's training arguments (masked by transformers) after it
     (run,) = [r["run"] for r in records if r.get("type") == "run"]
     ours = run["config"]["update"]
-    assert ours["teacher"]["extra_body"] == {"api_key": REDACTED} and ours["eval"]["max_new_tokens"] == 64
+    assert ours["teacher"]["extra_body"] == {"api_key": REDACTED, "top_k": 20} and ours["eval"]["max_new_tokens"] == 64
     assert ours["algorithm"]["trl_args"] == {"hub_token": REDACTED}
     trl = {k: v for r in records if r.get("type") == "config" for k, v in r["config"]["update"].items()}
     assert trl["hub_token"] == "<HUB_TOKEN>" and "learning_rate" in trl

@@ -53,12 +53,17 @@ def shipped_students(root: Path | None = None) -> list[ShippedStudent]:
 def find_shipped(spec: TinyModel, task: Task, root: Path | None = None) -> ShippedStudent | None:
     """The shipped student built from ``spec``'s settings for ``task``. ``warmstart_bf16: null`` (decide by machine)
     matches a student built either way: the point of shipping is that no machine builds its own."""
-    wanted = config_hash(spec.build_config(task))
+    wanted = _without_bf16(spec.build_config(task))
     for student in shipped_students(root):
         bf16_used = student.manifest["warmstart_bf16"]
-        if student.manifest["config_hash"] == wanted and spec.warmstart_bf16 in (None, bf16_used):
+        if _without_bf16(student.manifest["build_config"]) == wanted and spec.warmstart_bf16 in (None, bf16_used):
             return student
     return None
+
+
+def _without_bf16(build_config: dict[str, Any]) -> dict[str, Any]:
+    """The build config but the precision setting (as set, null or not), which is compared to what the build used."""
+    return build_config | {"model": {k: v for k, v in build_config["model"].items() if k != "warmstart_bf16"}}
 
 
 def ship(
@@ -85,6 +90,8 @@ def ship(
     staged = root / f".{name}.staged"
     shutil.rmtree(staged, ignore_errors=True)
     shutil.copytree(built, staged, ignore=shutil.ignore_patterns("*.lock"))
+    warmstart["settings"].pop("cache_dir", None)  # the build machine's folder: nothing a user can load from
+    (staged / "warmstart.json").write_text(json.dumps(warmstart, indent=2))
     (staged / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     target = root / name
     if target.exists():
