@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class UserError(Exception):
     """A problem the user can fix (bad config, missing file, unreachable server). Printed as one line, no traceback."""
@@ -22,3 +28,17 @@ class ConfigError(UserError):
         self.key = key
         self.value = value
         super().__init__(f"{key}: {problem}" if value is NO_VALUE else f"{key}={value!r}: {problem}", fix)
+
+
+def or_exit_code(command: Callable[[], T]) -> T | int:
+    """``command()``, or exit code 2 after one line on stderr when the user's input is at fault (a bad value, an
+    unknown option or a malformed override): for the package's commands besides the Hydra app."""
+    from hydra.errors import HydraException
+
+    try:
+        return command()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+    except HydraException as err:  # its first line says which override
+        print(f"error: {str(err).splitlines()[0]} (see python -m socratic_exp --help)", file=sys.stderr)
+    return 2

@@ -453,24 +453,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
     args = parser.parse_args(argv)
-    from hydra.errors import HydraException
 
     from socratic_exp.components import build_components
     from socratic_exp.console import configure
-    from socratic_exp.errors import UserError
+    from socratic_exp.errors import or_exit_code
     from socratic_exp.hydra_support import compose
 
     configure()
     started = time.perf_counter()
-    try:
-        components = build_components(compose("algorithm=socraticpo", *args.overrides))
-        figures = measure(components, args.questions, args.seed)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except HydraException as err:  # an unknown option or a malformed override: its first line says which
-        print(f"error: {str(err).splitlines()[0]} (see python -m socratic_exp --help)", file=sys.stderr)
-        return 2
+    figures = or_exit_code(
+        lambda: measure(build_components(compose("algorithm=socraticpo", *args.overrides)), args.questions, args.seed)
+    )
+    if isinstance(figures, int):
+        return figures
     width = max(map(len, figures))
     for key, value in figures.items():
         print(f"{key:<{width}}  {value:8.3f}")

@@ -99,22 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("list", parents=[folder], help="the shipped students and where they were built")
     commands.add_parser("verify", parents=[folder], help="check each shipped student's weights and config")
     args = parser.parse_args(argv)
-    from hydra.errors import HydraException
-
     from socratic_exp.console import configure
-    from socratic_exp.errors import UserError
+    from socratic_exp.errors import or_exit_code
 
     configure()
-    try:
-        if args.command == "build":
-            return build(args.name, args.overrides, args.questions, args.seed, args.cache_dir, args.into)
-        return list_students(args.into) if args.command == "list" else verify(args.into)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except HydraException as err:  # an unknown option or a malformed override: its first line says which
-        print(f"error: {str(err).splitlines()[0]} (see python -m socratic_exp --help)", file=sys.stderr)
-        return 2
+    if args.command == "build":
+        return or_exit_code(
+            lambda: build(args.name, args.overrides, args.questions, args.seed, args.cache_dir, args.into)
+        )
+    return list_students(args.into) if args.command == "list" else verify(args.into)
 
 
 if __name__ == "__main__":
