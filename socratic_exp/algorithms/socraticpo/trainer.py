@@ -144,7 +144,13 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
             if k == 0:
                 new_ids, _ = self._generate_single_turn(prompt_ids, images, multimodal, self.num_generations)
             else:
-                new_ids, _ = self._generate_single_turn([contexts[i] for i in active], None, {}, 1)
+                # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3
+                # and FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather).
+                # A process with fewer wrong attempts left fills its batch with prompts and drops their completions.
+                batch = [contexts[i] for i in active]
+                batch += [prompt_ids[0]] * (self._most_on_any_process(len(batch)) - len(batch))
+                new_ids, _ = self._generate_single_turn(batch, None, {}, 1)
+                new_ids = new_ids[: len(active)]
             texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True)
             # a padded batch computes every row until its longest completion ends
             generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
@@ -168,7 +174,7 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 generated_tokens += len(ids)
                 if not last:
                     wrong.append(i)
-            if not wrong:
+            if not self._most_on_any_process(len(wrong)):  # every process stops at the same attempt
                 break
             started = time.perf_counter()
             guidance = self._guidance(wrong, prompts, attempts)
@@ -191,6 +197,12 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
             "env_mask": env_mask,
             "trajectory_return": returns,
         }
+
+    def _most_on_any_process(self, count: int) -> int:
+        """The largest ``count`` over the processes (a collective: every process calls it at the same point)."""
+        if self.accelerator.num_processes == 1:
+            return count
+        return int(self.accelerator.gather(torch.tensor([count], device=self.accelerator.device)).max())
 
     def _guidance(self, wrong: list[int], prompts: list[Any], attempts: list[list[Any]]) -> list[str]:
         if self.socratic.guidance == "fixed_retry":

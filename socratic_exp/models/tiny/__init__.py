@@ -75,7 +75,7 @@ class TinyModel(ModelSpec):
         from filelock import FileLock
 
         from socratic_exp.models.tiny.shipped import find_shipped
-        from socratic_exp.models.tiny.warmstart import warm_start
+        from socratic_exp.models.tiny.warmstart import warm_start_alone
 
         if not task.fits_tiny_model:  # before the warm-start, which would train it on text it cannot model
             raise UserError(
@@ -93,7 +93,7 @@ class TinyModel(ModelSpec):
             if not (path / "warmstart.json").is_file():
                 for stale in path.parent.glob(f".{path.name}-*"):  # of a build killed outright (we hold the lock)
                     shutil.rmtree(stale, ignore_errors=True)
-                warm_start(self, task, path)
+                warm_start_alone(self, task, path)
             else:
                 log.info("warm-start cache hit: %s", path)
         return self._load_from(path)

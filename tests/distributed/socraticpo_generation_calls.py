@@ -1,0 +1,45 @@
+"""A worker for ``torchrun --nproc_per_node 2``: SocraticPO trains 2 steps on the quick student and each process
+writes the rows of every generation call it made (``<out>/rank<i>.json``). Under vLLM's server mode, ZeRO-3 and
+FSDP a generation call is collective, so the processes must make the same calls with as many rows.
+
+    torchrun --nproc_per_node 2 tests/distributed/socraticpo_generation_calls.py <out folder> <warm-start cache>
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from socratic_exp.algorithms.base import RunContext
+from socratic_exp.components import build_components
+from socratic_exp.hydra_support import compose
+from socratic_exp.tasks.base import render_splits
+
+
+def main(out: Path, cache: str) -> None:
+    components = build_components(
+        compose("algorithm=socraticpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache}",
+                "algorithm.max_steps=2", "algorithm.save_steps=100", "+algorithm.trl_args.use_cpu=true")
+    )  # fmt: skip
+    student = components.model.load(components.task)
+    components.teacher.attach(components.task, student)
+    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
+    context = RunContext(components=components, data=data, student=student, run_dir=Path(tempfile.mkdtemp()),
+                         run_name="calls", seed=0, callbacks=[], report_to=[])  # fmt: skip
+    trainer = components.algorithm.build_trainer(context)
+    calls: list[int] = []
+    generate = trainer._generate_single_turn
+
+    def recorded(prompt_ids, *args, **kwargs):
+        calls.append(len(prompt_ids))
+        return generate(prompt_ids, *args, **kwargs)
+
+    trainer._generate_single_turn = recorded
+    trainer.train()
+    (out / f"rank{trainer.accelerator.process_index}.json").write_text(json.dumps(calls))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2])
