@@ -37,8 +37,8 @@ def test_premise_the_design_did_not_reach_is_still_short_on_the_default_student(
 
 @pytest.mark.parametrize("promise", PROMISES, ids=lambda p: p.key)
 def test_premise_holds_over_the_five_evidence_students(promise):
-    """The evidence sweep's premise: the level holds on the mean of its five students (the README's table gives
-    each student's figure: the spread that a single build would hide)."""
+    """The evidence sweep's premise: the level holds on the mean of its five students (the README's premises table
+    gives their spread, which a single build would hide)."""
     values = [student.premise_figures[promise.key] for student in EVIDENCE]
     assert len(values) == 5
     assert statistics.fmean(values) >= promise.at_least, f"{promise.key}: {values}"

@@ -46,8 +46,9 @@ def build(name: str, overrides: list[str], questions: int, seed: int, cache_dir:
             raise UserError(f"model={components.choices['model']}: only model=tiny students ship", "drop model=")
         # the students folder is never read here: the build happens whatever ships
         spec = components.model = dataclasses.replace(components.model, cache_dir=str(cache), use_shipped=False)
+        spec.load(components.task)  # the warm-start (or the build found in --cache-dir)
         started = time.perf_counter()
-        figures = measure(components, questions, seed)  # builds the student first (or finds it in --cache-dir)
+        figures = measure(components, questions, seed)
         premises = {"questions": questions, "seed": seed, "figures": figures, "measured_on": machine(),
                     "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
         into.mkdir(parents=True, exist_ok=True)
