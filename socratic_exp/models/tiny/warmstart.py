@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+LAUNCH_VARIABLES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                    "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}  # fmt: skip
+
+
 def warm_start_alone(spec: TinyModel, task: Task, path: Path) -> None:
     """``warm_start``, in a process of its own when this one is one of several (torchrun, ``accelerate launch``):
     there the warm-start's Trainer would join the run's process group, whose other processes wait on the build's
@@ -34,23 +38,19 @@ def warm_start_alone(spec: TinyModel, task: Task, path: Path) -> None:
     import multiprocessing
 
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return warm_start(spec, task, path)
+        warm_start(spec, task, path)
+        return
     child = multiprocessing.get_context("spawn").Process(target=_warm_start_single, args=(spec, task, path))
     child.start()
     child.join()
     if child.exitcode != 0:
         raise RuntimeError(f"the warm-start of {path.name} failed in its own process (exit code {child.exitcode})")
-    return None
 
 
 def _warm_start_single(spec: TinyModel, task: Task, path: Path) -> None:
     for key in [k for k in os.environ if k in LAUNCH_VARIABLES or k.startswith(("TORCHELASTIC_", "ACCELERATE_"))]:
         del os.environ[key]  # a single process again, before anything reads them
     warm_start(spec, task, path)
-
-
-LAUNCH_VARIABLES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                    "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}  # fmt: skip
 
 
 def warm_start(spec: TinyModel, task: Task, path: Path) -> None:
