@@ -3,29 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-WORKERS = Path(__file__).resolve().parent / "distributed"
-
-
-def torchrun(script: str, *args: str, processes: int = 2, timeout: int = 600) -> subprocess.CompletedProcess:
-    """``torchrun --nproc_per_node <processes> <script> <args>``, a thread per process, under a timeout (a hang
-    fails the test)."""
-    with socket.socket() as probe:  # a free rendezvous port, so that parallel test workers do not collide
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
-               f"--master_port={port}", str(WORKERS / script), *args]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+from launch_helpers import torchrun
 
 
 @pytest.mark.slow
