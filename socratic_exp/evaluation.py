@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component, setting
+from socratic_exp.distributed import gather_objects, gather_shares, most_on_any_process, my_share
 from socratic_exp.tasks.base import render_prompt
+from socratic_exp.teachers.base import TeacherStats
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -140,32 +142,36 @@ class Evaluator:
         """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics;
         with a teacher also the assisted accuracy and the teacher's counters (``{prefix}/teacher/...``).
 
-        ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same.
+        ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same. In a
+        distributed launch each process answers its share of the questions and every process returns the metrics of
+        the whole split (collectives: every process calls this at the same point).
         """
         settings = self.settings
         prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
-        answers = [row["answer"] for row in self.rows]
-        levels = [row.get("difficulty") for row in self.rows]
-        group_key = self.task.metric_group
-        groups = [row.get(group_key) for row in self.rows] if group_key else None
+        share, own = my_share(len(prompts))
+        mine = [prompts[i] for i in share]
+        answers = [self.rows[i]["answer"] for i in share]
         common = {
             "max_new_tokens": settings.max_new_tokens,
             "batch_size": settings.batch_size,
             "instruction": self.task.instruction(),
         }
-        greedy = generate(student, prompts, progress=f"{prefix}: greedy", **common)
+        greedy = generate(student, mine, progress=f"{prefix}: greedy", **common)
         verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
-        metrics = _by_level(f"{prefix}/greedy_acc", [v.score for v in verdicts], levels, groups)
-        # no answer could be read (the verifiers' format / empty / truncated reasons): format errors, kept apart
-        # from wrong answers
-        metrics[f"{prefix}/no_answer"] = sum(v.extracted is None for v in verdicts) / len(verdicts)
+        # per question: greedy score, no readable answer (format errors, kept apart from wrong answers), ...
+        results: list[dict[str, float]] = [
+            {"greedy_acc": v.score, "no_answer": float(v.extracted is None)} for v in verdicts
+        ]
+        teacher_counts: Counter[str] = Counter()
         if self.teacher is not None:
-            metrics |= self._assisted(student, prefix, prompts, greedy, verdicts)
+            solved, teacher_counts = self._assisted(student, prefix, share[:own], mine, greedy, verdicts)
+            for result, value in zip(results, solved, strict=False):
+                result["assisted_acc"] = value
         if settings.pass_k:
             k = settings.pass_k
             sampled = generate(
                 student,
-                prompts,
+                mine,
                 sample=True,
                 temperature=settings.temperature,
                 num_return_sequences=k,
@@ -174,46 +180,68 @@ class Evaluator:
                 **common,
             )
             scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
-            per_prompt = [scores[i * k : (i + 1) * k] for i in range(len(prompts))]
-            metrics |= _by_level(f"{prefix}/sampled_acc", [sum(s) / k for s in per_prompt], levels, groups)
-            metrics |= _by_level(f"{prefix}/pass@{k}", [float(max(s) > 0) for s in per_prompt], levels, groups)
+            for i, result in enumerate(results):
+                tries = scores[i * k : (i + 1) * k]
+                result["sampled_acc"] = sum(tries) / k
+                result[f"pass@{k}"] = float(max(tries) > 0)
+        every = gather_shares(len(prompts), results[:own])
+        levels = [row.get("difficulty") for row in self.rows]
+        group_key = self.task.metric_group
+        groups = [row.get(group_key) for row in self.rows] if group_key else None
+        metrics: dict[str, float] = {}
+        for name in every[0]:
+            values = [result[name] for result in every]
+            if name == "no_answer":
+                metrics[f"{prefix}/no_answer"] = sum(values) / len(values)
+            else:
+                metrics |= _by_level(f"{prefix}/{name}", values, levels, groups)
+        if self.teacher is not None:
+            stats = TeacherStats()
+            stats.counts = sum(gather_objects(teacher_counts), Counter())
+            metrics |= {f"{prefix}/{name}": value for name, value in stats.drain().items()}
         return metrics
 
     def _assisted(
-        self, student: Student, prefix: str, prompts: list[str], greedy: list[str], verdicts: list[Verdict]
-    ) -> dict[str, float]:
+        self,
+        student: Student,
+        prefix: str,
+        rows: list[int],
+        prompts: list[str],
+        greedy: list[str],
+        verdicts: list[Verdict],
+    ) -> tuple[list[float], Counter[str]]:
         """Up to ``assisted_attempts`` greedy attempts per question; after each wrong one the teacher's guidance
-        joins the context (prompt || attempt || guidance), as in a SocraticPO rollout."""
+        joins the context (prompt || attempt || guidance), as in a SocraticPO rollout. ``rows`` are the questions
+        of this process (``prompts`` may be longer: padding); returns whether each was solved, and the teacher's
+        counters. Every process makes the same retries with as many contexts, padded to the most on any process."""
         from socratic_exp.teachers.base import Attempt, GuidanceRequest, extend_context
 
         assert self.teacher is not None
-        history = [[Attempt(c, v.score, v.reason)] for c, v in zip(greedy, verdicts, strict=True)]
+        history = [[Attempt(c, v.score, v.reason)] for c, v in zip(greedy, verdicts, strict=True)][: len(rows)]
         instruction = self.task.instruction()
         contexts: list[Context] = [render_prompt(p, instruction, student.chat) for p in prompts]
         with self.teacher.separate_stats() as stats:
             for _ in range(self.settings.assisted_attempts - 1):
                 active = [i for i, tries in enumerate(history) if tries[-1].score < 1.0]
-                if not active:
+                width = most_on_any_process(len(active))
+                if not width:
                     break
-                requests = [GuidanceRequest.for_row(self.rows[i], history[i]) for i in active]
+                requests = [GuidanceRequest.for_row(self.rows[rows[i]], history[i]) for i in active]
                 for i, guidance in zip(active, self.teacher.guide(requests), strict=True):
                     contexts[i] = extend_context(contexts[i], history[i][-1].completion, guidance)
+                padded = [contexts[i] for i in active] + [contexts[active[0] if active else 0]] * (width - len(active))
                 retries = generate(
                     student,
-                    [contexts[i] for i in active],
+                    padded,
                     max_new_tokens=self.settings.max_new_tokens,
                     batch_size=self.settings.batch_size,
                     progress=f"{prefix}: assisted",
                 )  # the contexts already hold the instruction: no ``instruction`` here
-                for i, completion in zip(active, retries, strict=True):
-                    verdict = self.task.verify(completion, self.rows[i]["answer"])
+                for i, completion in zip(active, retries, strict=False):
+                    verdict = self.task.verify(completion, self.rows[rows[i]]["answer"])
                     history[i].append(Attempt(completion, verdict.score, verdict.reason))
-        levels = [row.get("difficulty") for row in self.rows]
-        group_key = self.task.metric_group
-        groups = [row.get(group_key) for row in self.rows] if group_key else None
-        solved = [max(attempt.score for attempt in tries) for tries in history]
-        metrics = _by_level(f"{prefix}/assisted_acc", solved, levels, groups)
-        return metrics | {f"{prefix}/{name}": value for name, value in stats.drain().items()}
+            counts = stats.counts
+        return [max(attempt.score for attempt in tries) for tries in history], counts
 
 
 def _by_level(name: str, values: list[float], levels: list[Any], groups: list[Any] | None = None) -> dict[str, float]:

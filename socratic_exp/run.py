@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -22,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from socratic_exp import distributed
 from socratic_exp.components import GROUPS, Components, build_components
 from socratic_exp.console import (
     ProgressDisplay,
@@ -80,7 +80,9 @@ def _run_job(cfg: DictConfig) -> float | None:
     choices = {group: str(hydra_cfg.runtime.choices.get(group)) for group in GROUPS}
     if "sweep" in hydra_cfg.runtime.choices:
         choices["sweep"] = str(hydra_cfg.runtime.choices["sweep"])
-    is_main = int(os.environ.get("RANK", "0")) == 0
+    is_main = distributed.is_main()
+    if not is_main:  # the main process speaks for the run; the others only warn
+        logging.getLogger("socratic_exp").setLevel(logging.WARNING)
     record: RunRecord | None = None
     config: Any = {}
     filter_dependency_noise()
@@ -101,12 +103,12 @@ def _run_job(cfg: DictConfig) -> float | None:
         if cfg.dry_run:
             print(f"config OK: {' '.join(f'{g}={c}' for g, c in choices.items())}")
             return None
-        record = RunRecord(run_dir, config, overrides)
+        record = RunRecord(run_dir, config, overrides, writes=is_main)
         if record.previous.get("status") == "completed":
-            print(f"{run_dir} already completed; nothing to resume")
+            if is_main:
+                print(f"{run_dir} already completed; nothing to resume")
             return record.previous.get("objective")
-        if is_main:
-            record.save()
+        record.save()
         return Experiment(cfg, components, record, run_dir, overrides, multirun, is_main).run()
     except KeyboardInterrupt as err:
         _fail(record, run_dir, config, overrides, err, "interrupted")
@@ -122,19 +124,23 @@ def _fail(
     record: RunRecord | None, run_dir: Path, config: Any, overrides: list[str], err: BaseException, status: str
 ) -> None:
     if record is None:
-        record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides)
+        record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides, writes=distributed.is_main())
     if not isinstance(err, UserError | KeyboardInterrupt):
         record.data["traceback"] = traceback.format_exc()
     # A bad attempt to resume a completed run must not mark that run failed.
-    if int(os.environ.get("RANK", "0")) == 0 and record.previous.get("status") != "completed":
+    if record.previous.get("status") != "completed":
         record.fail(err, status=status)
+    prefix = "" if distributed.is_main() else f"[rank {distributed.rank()}] "  # the same error from every rank
     if isinstance(err, UserError):
-        print(f"error: {err}", file=sys.stderr)
+        print(f"{prefix}error: {err}", file=sys.stderr)
     elif isinstance(err, KeyboardInterrupt):
         print(f"interrupted: the run folder {run_dir} can be resumed with resume={run_dir}", file=sys.stderr)
     else:
         first_line = (str(err).strip().splitlines() or [""])[0][:300]
-        print(f"error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})", file=sys.stderr)
+        print(
+            f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})",
+            file=sys.stderr,
+        )
 
 
 def as_typed(err: ConfigError, cfg: DictConfig) -> ConfigError:
@@ -244,7 +250,7 @@ class Experiment:
         set_seed(cfg.seed)
         checkpoint_root = self.run_dir / "checkpoints"
         checkpoint = get_last_checkpoint(str(checkpoint_root)) if checkpoint_root.is_dir() else None
-        metrics_file = MetricsFile(self.run_dir / "metrics.jsonl")
+        metrics_file = MetricsFile(self.run_dir / "metrics.jsonl", writes=self.is_main)
         resumed_step = int(Path(checkpoint).name.rsplit("-", 1)[1]) if checkpoint else 0
         if "initial" in self.record.data:  # an earlier attempt got past the first evaluation
             dropped = metrics_file.truncate_after(resumed_step)
@@ -277,6 +283,7 @@ class Experiment:
             guard = CollapseGuard(
                 cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
             )
+            distributed.join(use_cpu=bool(OmegaConf.select(cfg, "algorithm.trl_args.use_cpu", default=False)))
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student) | {TRAIN_SECONDS: 0.0}
                 sink.log_evaluation(initial, 0, c.teacher)
@@ -302,6 +309,7 @@ class Experiment:
                 sink=sink,
             )
             trainer = c.algorithm.build_trainer(ctx)
+            self.record.update(launch=distributed.launch_layout(trainer))
             self._console_callbacks(trainer)
             trainer.train(resume_from_checkpoint=checkpoint)
             step = trainer.state.global_step
@@ -320,8 +328,7 @@ class Experiment:
                 )
                 final = evaluator.evaluate(student)
             final[TRAIN_SECONDS] = round(clock.seconds, 3)
-            if self.is_main:
-                sink.log_evaluation(final, step, c.teacher)
+            sink.log_evaluation(final, step, c.teacher)
             if cfg.save_final_model:
                 self._save_final(trainer, student, checkpoint_root / "final")
             objective = final[cfg.objective]
@@ -337,7 +344,8 @@ class Experiment:
                 )
                 plot_learning_curves(metrics_file.read(), self.run_dir / "learning_curves.png")
                 c.logger.finish(0, summary={"objective": objective, **final})
-            self._print_result(self.record.data.get("initial", {}), final)
+            if self.is_main:
+                self._print_result(self.record.data.get("initial", {}), final)
             return objective
         except BaseException:
             self.display.close()

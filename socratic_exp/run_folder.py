@@ -258,19 +258,23 @@ def _finite(data: Any) -> Any:
 
 
 class MetricsFile:
-    """``metrics.jsonl``: one JSON object per logged step."""
+    """``metrics.jsonl``: one JSON object per logged step. Only the main process of a distributed launch writes
+    (``writes``); the others' writes and truncations do nothing."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, writes: bool = True):
         self.path = path
+        self.writes = writes
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
+        if not self.writes:
+            return
         record = {"step": step, "time": round(time.time(), 3), **metrics}
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(_finite(record), default=str) + "\n")
 
     def truncate_after(self, step: int) -> int:
         """Drop records logged after ``step`` (they are re-done when a run resumes from that step's checkpoint)."""
-        if not self.path.is_file():
+        if not self.writes or not self.path.is_file():
             return 0
         lines = self.path.read_text(encoding="utf-8").splitlines()
         kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
@@ -303,7 +307,7 @@ class MetricsSink:
 
     def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
         """Rows to ``<run folder>/<name>.jsonl`` and, as a table, to the logger."""
-        if not rows:
+        if not rows or not self.file.writes:
             return
         with open(self.file.path.parent / f"{name}.jsonl", "a", encoding="utf-8") as handle:
             for row in rows:
@@ -317,10 +321,12 @@ class MetricsSink:
 
 
 class RunRecord:
-    """``summary.json`` of one run."""
+    """``summary.json`` of one run: kept by every process of a distributed launch, written by the main one only
+    (``writes``)."""
 
-    def __init__(self, run_dir: Path, config: dict[str, Any], overrides: list[str]):
+    def __init__(self, run_dir: Path, config: dict[str, Any], overrides: list[str], writes: bool = True):
         self.run_dir = run_dir
+        self.writes = writes
         self.path = run_dir / "summary.json"
         self.started = time.time()
         previous = json.loads(self.path.read_text()) if self.path.is_file() else {}
@@ -344,6 +350,8 @@ class RunRecord:
         self.save()
 
     def save(self) -> None:
+        if not self.writes:
+            return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         elapsed = time.time() - self.started + float(self.previous.get("wall_time_s") or 0.0)
         self.data["wall_time_s"] = round(elapsed, 2)

@@ -42,15 +42,14 @@ class ModelSpec(Component):
 def frozen_copy(model: Any) -> Any:
     """A frozen copy of ``model`` with storage of its own. (``copy.deepcopy``, which TRL's
     ``create_reference_model`` uses, keeps sharing memory-mapped weights loaded from safetensors, so the "reference"
-    would follow every update.)"""
-    import copy
+    would follow every update.) A model sharded across processes (FSDP2, DeepSpeed ZeRO-3) is copied from its
+    gathered full parameters, a whole unsharded model on every process: a deep copy would copy this process's shard.
+    Every process must call it at the same point then (the gathering is collective)."""
     import functools
     import types
 
-    frozen = copy.deepcopy(model)
-    for tensor in [*frozen.parameters(), *frozen.buffers()]:
-        tensor.data = tensor.data.clone()
-    patched = vars(frozen).get("forward")
+    frozen = _gathered_copy(model) if _is_sharded(model) else _private_copy(model)
+    patched = vars(model).get("forward")
     if isinstance(patched, types.MethodType):
         # TRL's fused LM head (``add_fused_lm_head``) patches ``model.forward``: its fused path scores ``self`` (the
         # copy), but its plain path calls the *source's* original forward, captured in TRL's closure. The copy keeps
@@ -65,3 +64,52 @@ def frozen_copy(model: Any) -> Any:
 
         frozen.forward = types.MethodType(forward, frozen)
     return frozen.eval().requires_grad_(False)
+
+
+def _private_copy(model: Any) -> Any:
+    import copy
+
+    frozen = copy.deepcopy(model)
+    for tensor in [*frozen.parameters(), *frozen.buffers()]:
+        tensor.data = tensor.data.clone()
+    return frozen
+
+
+def _is_sharded(model: Any) -> bool:
+    """FSDP2 holds its parameters as DTensors (a shard each), ZeRO-3 as partitions tagged ``ds_id``."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) or hasattr(p, "ds_id") for p in model.parameters())
+
+
+def _gathered_copy(model: Any) -> Any:
+    """An unsharded transformers model of ``model``'s class and config, from its gathered full state dict."""
+    import copy
+
+    import torch
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.fsdp import FSDPModule
+
+    from socratic_exp.distributed import full_parameters
+
+    if any(hasattr(p, "ds_id") for p in model.parameters()):
+        with full_parameters(model):
+            state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    else:  # FSDP2: every process receives the full tensors
+        state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    unwrapped = next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))  # FSDP2's subclass
+    with torch.device("meta"):
+        frozen = unwrapped(copy.deepcopy(model.config))
+    frozen.load_state_dict(state, assign=True, strict=False)
+    persistent = set(state)
+    for name, buffer in model.named_buffers():  # buffers are never sharded; the state dict lacks the non-persistent
+        if name not in persistent:
+            owner, _, leaf = name.rpartition(".")
+            frozen.get_submodule(owner).register_buffer(leaf, buffer.detach().clone(), persistent=False)
+    if getattr(model.config, "tie_word_embeddings", False):
+        frozen.tie_weights()
+    still_meta = [name for name, tensor in [*frozen.named_parameters(), *frozen.named_buffers()] if tensor.is_meta]
+    if still_meta:
+        raise RuntimeError(f"frozen_copy: no gathered value for {still_meta[:3]} of the sharded model")
+    frozen.generation_config = copy.deepcopy(model.generation_config)
+    return frozen

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from socratic_exp import distributed
+
 Status = Literal["active", "queued", "retired", "distilled"]
 LOG_NAME = "viewpoints.jsonl"
 _LABEL = re.compile(r"^\s*[A-Za-z -]{2,24}:\s*")
@@ -74,12 +76,15 @@ class Entry:
 
 class ViewpointLog:
     """``viewpoints.jsonl``: appended one event per line, flushed at once, so a crash loses at most the line being
-    written (a torn last line is skipped when read)."""
+    written (a torn last line is skipped when read). In a distributed launch only the main process writes it."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.writes = distributed.is_main()
 
     def append(self, event: str, step: int, entry: Entry) -> None:
+        if not self.writes:
+            return
         line = json.dumps({"event": event, "step": step, **dataclasses.asdict(entry)})
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
@@ -96,7 +101,7 @@ class ViewpointLog:
 
     def truncate_after(self, step: int) -> int:
         """Keep the events up to ``step`` (a run resuming from that step's checkpoint redoes the rest)."""
-        if not self.path.is_file():
+        if not self.writes or not self.path.is_file():
             return 0
         lines = self.path.read_text(encoding="utf-8").splitlines()
         kept = [json.dumps(record) for record in self.records() if record["step"] <= step]

@@ -60,7 +60,7 @@ class ViewpointLoopCallback(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         folder = checkpoint_folder(args, state)
-        if folder.is_dir():
+        if state.is_world_process_zero and folder.is_dir():
             self.loop.save(folder)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
