@@ -34,13 +34,14 @@ def launched_processes() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def join(use_cpu: bool) -> None:
-    """Join the launch's process group now (as TRL's arguments would later, with the same backend), so that work
-    before the trainer exists, the first evaluation, is already split across processes."""
+def join() -> None:
+    """Join the launch's process group now (as TRL's arguments will, with the same backend: gloo without a GPU), so
+    that work before the trainer exists, the first evaluation, is already split across processes."""
     if launched_processes() > 1:
+        import torch
         from accelerate import PartialState
 
-        PartialState(cpu=use_cpu)
+        PartialState(cpu=not torch.cuda.is_available())
 
 
 def world_size() -> int:
@@ -125,3 +126,14 @@ def launch_layout(trainer: Any) -> dict[str, Any]:
             "drop +algorithm.trl_args.fsdp on CPU; on GPUs launch with launch/accelerate/fsdp2.yaml",
         )
     return {"processes": accelerator.num_processes, "distributed_type": kind}
+
+
+def from_main(value: T) -> T:
+    """The main process's ``value`` on every process: what only the main one computes (a teacher's reply)."""
+    import torch.distributed as dist
+
+    if world_size() == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

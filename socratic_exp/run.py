@@ -283,7 +283,7 @@ class Experiment:
             guard = CollapseGuard(
                 cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
             )
-            distributed.join(use_cpu=bool(OmegaConf.select(cfg, "algorithm.trl_args.use_cpu", default=False)))
+            distributed.join()
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student) | {TRAIN_SECONDS: 0.0}
                 sink.log_evaluation(initial, 0, c.teacher)

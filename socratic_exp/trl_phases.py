@@ -35,6 +35,9 @@ def phase_args(
         activation_checkpointing=False,
         dataloader_pin_memory=torch.cuda.is_available(),
         disable_tqdm=True,
+        # as the run's trainer: TrainingArguments set the launch's processes up anew, and on CPU without use_cpu
+        # accelerate would leave the phase's processes ungrouped
+        use_cpu=not torch.cuda.is_available(),
         **extra,
     )
 

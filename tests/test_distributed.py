@@ -1,15 +1,70 @@
-"""The multi-process tier (``-m distributed``): real gloo processes on CPU, started by torchrun as a user would."""
+"""The multi-process tier (``-m distributed``): real gloo processes on CPU, started by torchrun as a user would.
+
+Every algorithm and component runs a whole experiment on 2 processes (``python -m socratic_exp`` under torchrun);
+workers under ``tests/distributed/`` check what a run cannot show from outside (the calls each process makes, the
+knowledge base each holds, a copy of an FSDP2-sharded model). Each launch runs under a timeout: a hang fails.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
 
+import psutil
 import pytest
-from launch_helpers import torchrun
+from launch_helpers import free_port, torchrun
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+# 2 optimizer steps, a held-out evaluation before, after each step (eval.every_steps=1) and after training, a
+# checkpoint at step 2 (debug=fast's save_steps)
+SHORT = ["debug=fast", "logger=none", "algorithm.max_steps=2", "eval.every_steps=1", "eval.max_samples=16"]
+PROBE_AND_DISTIL = ["algorithm.probe_every=1", "algorithm.distill_every=2"]  # a probe every step, a distillation at 2
+RUNS = {
+    "grpo": ["algorithm=grpo"],
+    "grpo+goldilocks": ["algorithm=grpo", "sampler=goldilocks"],
+    # two loss calls per generation batch: the entropy ranking spans both, and both processes
+    "entropy_masked": ["algorithm=entropy_masked", "algorithm.steps_per_generation=2"],
+    "socraticpo": ["algorithm=socraticpo", "teacher=rule"],
+    "sdpo": ["algorithm=sdpo"],
+    "vpd": ["algorithm=vpd", "algorithm.e_step_every=1"],  # an E-step after every M-step
+    # distiller=kl: test_socratic_rl_processes_hold_one_knowledge_base
+    "socratic_rl+dpo": ["algorithm=socratic_rl", "distiller=dpo", *PROBE_AND_DISTIL],
+    "socratic_rl+sft": ["algorithm=socratic_rl", "distiller=sft", *PROBE_AND_DISTIL],
+}  # fmt: skip
 
 
-@pytest.mark.slow
-@pytest.mark.distributed
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_algorithm_runs_on_two_processes_and_writes_its_run_folder_once(name, tmp_path):
+    """The run completes on 2 gloo processes; the main process alone writes: one evaluation record per evaluation,
+    one training record per step, one results table (before, the second process evaluated the whole split again and
+    wrote a second step-0 record and table)."""
+    run_dir = tmp_path / "run"
+    proc = torchrun("-m socratic_exp", *SHORT, *RUNS[name], f"hydra.run.dir={run_dir}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["launch"] == {"processes": 2, "distributed_type": "MULTI_CPU"}
+    assert summary["steps"] == 2
+    evaluations = [r["step"] for r in records(run_dir) if "eval/greedy_acc" in r]
+    assert evaluations == [0, 1, 2]
+    assert [r["step"] for r in records(run_dir) if "loss" in r] == [1, 2]
+    assert (proc.stdout + proc.stderr).count("held-out results in") == 1
+    assert (run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json").is_file()
+    if name.startswith("socratic_rl"):
+        events = [(r["event"], r["step"], r["id"]) for r in map(json.loads, (run_dir / "viewpoints.jsonl").open())]
+        assert events and max(Counter(events).values()) == 1  # each event once: one writer
+        assert [r["step"] for r in records(run_dir) if "distill/count" in r] == [2]
+
+
 def test_socraticpo_makes_the_same_generation_calls_on_every_process(tmp_path):
     """Each process stops at the same attempt and pads its batch to the largest: one sequence of calls (before, the
     two processes made calls of 16, 15, 9 and 16, 16, 6 rows at the first step). The student is warm-started inside
@@ -19,3 +74,68 @@ def test_socraticpo_makes_the_same_generation_calls_on_every_process(tmp_path):
     calls = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     assert len(calls[0]) >= 2 * 2  # 2 steps, a first attempt and at least one retry each
     assert calls[0] == calls[1]
+
+
+def test_socratic_rl_processes_hold_one_knowledge_base(tmp_path):
+    """Both processes file the same viewpoints from the global batch's traces (the teacher asked once, by the main
+    process), show the same ones in front of their prompts, and distil at the same step (before, a second process
+    was refused: its knowledge base would have grown from its own traces alone)."""
+    torchrun("socratic_rl_one_knowledge_base.py", str(tmp_path))
+    held = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert held[0] == held[1]
+    assert held[0]["kb"]["entries"] and held[0]["distillations"] == 1
+    shown = held[0]["shown"]  # at each generation batch (and the distillation's probe): none before the first
+    assert shown[0] == [] and shown[1]  # reflection, the viewpoints of step 1 at step 2
+
+
+def test_a_frozen_copy_of_an_fsdp2_model_holds_its_whole_weights(tmp_path):
+    """``frozen_copy`` of a model sharded by FSDP2 gathers it: a plain model with every parameter (5,712 for this
+    config: embeddings 32 x 16 = 512 tied with the head, 2 layers of 4 x 16 x 16 + 3 x 16 x 32 + 2 x 16 = 2,592,
+    the final norm 16), the logits the model had before sharding, unchanged while the source trains (before, a deep
+    copy of the shards: DTensors of half the rows)."""
+    torchrun("frozen_copy_fsdp2.py", str(tmp_path))
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert seen == {
+            "sharded_parameters": 20,
+            "copy_dtensors": 0,
+            "copy_parameters": 5712,
+            "tied": True,
+            "copy_equals_before": True,
+            "fused_equals_before": True,
+            "copy_after_step_unchanged": True,
+            "source_moved": True,
+            "frozen": True,
+        }
+
+
+def test_resume_auto_continues_a_two_process_run_after_one_process_is_killed(tmp_path):
+    """``kill -9`` of one process after the step-2 checkpoint ends the launch; the same command with
+    ``resume=auto`` finds the run, continues from step 2 on 2 processes, and completes it: every step logged once."""
+    outputs = tmp_path / "outputs"
+    overrides = ["debug=fast", "logger=none", "algorithm=grpo", "algorithm.max_steps=8", "eval.every_steps=0"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+               "-m", "socratic_exp", *overrides]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SOCRATIC_EXP_OUTPUTS": str(outputs), "HYDRA_FULL_ERROR": "0"}
+    launcher = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and launcher.poll() is None:
+            lines = [line for path in outputs.glob("*/*/metrics.jsonl") for line in path.read_text().splitlines()]
+            if any('"step": 3' in line and '"loss"' in line for line in lines):
+                break  # step 3 trained: the step-2 checkpoint is whole
+            time.sleep(0.05)
+        ranks = {int(p.environ().get("RANK", -1)): p for p in psutil.Process(launcher.pid).children(recursive=True)}
+        os.kill(ranks[1].pid, signal.SIGKILL)
+        assert launcher.wait(timeout=300) != 0
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    (run_dir,) = [p.parent for p in outputs.glob("*/*/summary.json")]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] != "completed"
+
+    torchrun("-m socratic_exp", *overrides, "resume=auto", env={"SOCRATIC_EXP_OUTPUTS": str(outputs)})
+    assert [p.parent for p in outputs.glob("*/*/summary.json")] == [run_dir]  # the same folder, no new one
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["steps"], summary["resumed"]) == ("completed", 8, True)
+    assert [r["step"] for r in records(run_dir) if "loss" in r] == list(range(1, 9))

@@ -112,6 +112,9 @@ class GRPO(Algorithm):
             "report_to": ctx.report_to,
             "save_strategy": "steps",
             "chat_template_kwargs": ctx.student.chat_template_kwargs or None,
+            # without a GPU, so that a launch of several processes joins them over gloo (MULTI_CPU): accelerate
+            # would otherwise run each as a process of its own
+            "use_cpu": not torch.cuda.is_available(),
             **self.trl_args,
         }
 

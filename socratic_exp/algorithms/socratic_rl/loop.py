@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from socratic_exp import distributed
 from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.tasks.base import with_context
@@ -74,9 +75,11 @@ class Prober:
     def scores(self, texts: Sequence[str]) -> list[float]:
         from socratic_exp.evaluation import generate
 
-        prompts = [self.in_context(row["prompt"], texts) for row in self.rows]
+        share, own = distributed.my_share(len(self.rows))  # each process probes its share of the items
+        prompts = [self.in_context(self.rows[i]["prompt"], texts) for i in share]
         completions = generate(self.student, prompts, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size)
-        return [self.task.score(c, r["answer"]) for c, r in zip(completions, self.rows, strict=True)]
+        scores = [self.task.score(c, self.rows[i]["answer"]) for c, i in zip(completions, share, strict=True)]
+        return distributed.gather_shares(len(self.rows), scores[:own])
 
 
 class ViewpointLoop:
@@ -144,12 +147,17 @@ class ViewpointLoop:
         """Send up to ``reflections_per_step`` suboptimal traces of the batch to the teacher; file its viewpoints."""
         started = time.perf_counter()
         traces, self._traces = self._traces, []
+        # One knowledge base for all processes: every process sees the global batch's traces (in TRL's order: each
+        # process holds a consecutive slice) and draws the same ones; the main process asks the teacher, and
+        # every process files the same viewpoints.
+        traces = [trace for share in distributed.gather_objects(traces) for trace in share]
         eligible = select_traces(traces, self.settings.reflect_on)
         chosen = self.rng.sample(eligible, min(len(eligible), self.settings.reflections_per_step))
         outcomes: Counter[str] = Counter()
         if chosen:
             questions = [q for q, _ in chosen]
-            viewpoints = self.c.teacher.reflect(questions, [a for _, a in chosen])
+            asked = self.c.teacher.reflect(questions, [a for _, a in chosen]) if distributed.is_main() else None
+            viewpoints = distributed.from_main(asked)
             for (question, attempt), viewpoint in zip(chosen, viewpoints, strict=True):
                 if viewpoint is None:
                     outcomes["none"] += 1
@@ -228,7 +236,8 @@ class ViewpointLoop:
                 )
                 for e in active
             ]
-            metrics |= self.c.teacher.meta_update(scored)
+            # the teacher learns on the main process, which alone asks it for viewpoints
+            metrics |= distributed.from_main(self.c.teacher.meta_update(scored) if distributed.is_main() else {})
             self.seconds["meta"] += time.perf_counter() - started
         return metrics
 

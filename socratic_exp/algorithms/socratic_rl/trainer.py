@@ -14,7 +14,6 @@ from trl import GRPOTrainer
 
 from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
 from socratic_exp.callbacks import checkpoint_folder
-from socratic_exp.errors import UserError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
@@ -27,11 +26,6 @@ class SocraticRLTrainer(EntropyMaskMixin, GRPOTrainer):
     def __init__(self, *args: Any, viewpoint_loop: ViewpointLoop, **kwargs: Any):
         self.viewpoint_loop = viewpoint_loop
         super().__init__(*args, **kwargs)
-        if self.accelerator.num_processes > 1:
-            raise UserError(
-                "algorithm=socratic_rl runs on one process: its knowledge base is not synchronised across ranks",
-                "launch it without accelerate's multi-process modes",
-            )
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         loop = self.viewpoint_loop
