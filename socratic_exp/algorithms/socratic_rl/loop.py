@@ -236,8 +236,9 @@ class ViewpointLoop:
                 )
                 for e in active
             ]
-            # the teacher learns on the main process, which alone asks it for viewpoints
-            metrics |= distributed.from_main(self.c.teacher.meta_update(scored) if distributed.is_main() else {})
+            # on every process, from the same measurements: the same bookkeeping, or a DPO phase of the teacher's
+            # weights that is data-parallel over the processes like the run's trainer
+            metrics |= self.c.teacher.meta_update(scored)
             self.seconds["meta"] += time.perf_counter() - started
         return metrics
 
