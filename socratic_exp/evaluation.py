@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.component import Component, setting
-from socratic_exp.distributed import gather_objects, gather_shares, most_on_any_process, my_share
+from socratic_exp.distributed import (
+    full_parameters,
+    gather_objects,
+    gather_shares,
+    most_on_any_process,
+    my_share,
+    world_size,
+)
+from socratic_exp.models.base import is_sharded
 from socratic_exp.tasks.base import render_prompt
 from socratic_exp.teachers.base import TeacherStats
 
@@ -99,15 +107,20 @@ def generate(
     model.eval()
     outputs: list[str] = []
     devices = [model.device] if model.device.type == "cuda" else []
+    # FSDP2 gathers each layer's shards in its forward, a collective: the processes step together until the last
+    # one is done (transformers' synced_gpus, which it switches on for ZeRO-3 and its own FSDP only)
+    synced = world_size() > 1 and is_sharded(model)
+    # FSDP2 writes the gathered weights into buffers that inference mode would mark read-only for later steps
+    no_grad = torch.no_grad if is_sharded(model) else torch.inference_mode
     try:
-        with torch.random.fork_rng(devices=devices, enabled=seed is not None):
+        with full_parameters(model), torch.random.fork_rng(devices=devices, enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(seed)
             quiet = progress is None or not sys.stderr.isatty()  # transient bars: terminals only, not log files
             for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=quiet, leave=False):
                 texts = [as_model_input(student, p, instruction) for p in prompts[start : start + batch_size]]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-                with torch.inference_mode():
+                with no_grad():
                     generated = model.generate(
                         **batch,
                         max_new_tokens=max_new_tokens,
@@ -117,6 +130,7 @@ def generate(
                         top_k=None,
                         num_return_sequences=num_return_sequences,
                         pad_token_id=tokenizer.pad_token_id,
+                        synced_gpus=synced,
                     )
                 new_tokens = generated[:, batch["input_ids"].shape[1] :]
                 outputs += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)

@@ -88,18 +88,21 @@ def test_socratic_rl_processes_hold_one_knowledge_base(tmp_path):
     assert shown[0] == [] and shown[1]  # reflection, the viewpoints of step 1 at step 2
 
 
-def test_a_frozen_copy_of_an_fsdp2_model_holds_its_whole_weights(tmp_path):
-    """``frozen_copy`` of a model sharded by FSDP2 gathers it: a plain model with every parameter (5,712 for this
-    config: embeddings 32 x 16 = 512 tied with the head, 2 layers of 4 x 16 x 16 + 3 x 16 x 32 + 2 x 16 = 2,592,
-    the final norm 16), the logits the model had before sharding, unchanged while the source trains (before, a deep
-    copy of the shards: DTensors of half the rows)."""
+def test_a_model_sharded_by_fsdp2_evaluates_and_copies_whole(tmp_path):
+    """On a model sharded by FSDP2: the evaluation's ``generate`` returns when one process's answer ends after 1
+    token and the other's runs to 6 (before, the first process left generation while the second waited in its next
+    forward's all-gather, and the launch aborted); ``frozen_copy`` gathers it: a plain model with every parameter
+    (6,784 for this config: embeddings 99 x 16 = 1,584 tied with the head, 2 layers of 4 x 16 x 16 + 3 x 16 x 32 +
+    2 x 16 = 2,592 each, the final norm 16), the logits the model had before sharding, unchanged while the source
+    trains (before, a deep copy of the shards: DTensors of half the rows)."""
     torchrun("frozen_copy_fsdp2.py", str(tmp_path))
-    for rank in (0, 1):
+    for rank, answer_length in ((0, 1), (1, 6)):
         seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert seen == {
             "sharded_parameters": 20,
+            "answer_length": answer_length,
             "copy_dtensors": 0,
-            "copy_parameters": 5712,
+            "copy_parameters": 6784,
             "tied": True,
             "copy_equals_before": True,
             "fused_equals_before": True,

@@ -48,7 +48,7 @@ def frozen_copy(model: Any) -> Any:
     import functools
     import types
 
-    frozen = _gathered_copy(model) if _is_sharded(model) else _private_copy(model)
+    frozen = _gathered_copy(model) if is_sharded(model) else _private_copy(model)
     patched = vars(model).get("forward")
     if isinstance(patched, types.MethodType):
         # TRL's fused LM head (``add_fused_lm_head``) patches ``model.forward``: its fused path scores ``self`` (the
@@ -75,7 +75,7 @@ def _private_copy(model: Any) -> Any:
     return frozen
 
 
-def _is_sharded(model: Any) -> bool:
+def is_sharded(model: Any) -> bool:
     """FSDP2 holds its parameters as DTensors (a shard each), ZeRO-3 as partitions tagged ``ds_id``."""
     from torch.distributed.tensor import DTensor
 
