@@ -106,8 +106,8 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
         return model[0]
 
     def _teacher_student_kl(self, output: dict[str, Any]) -> float:
-        """Mean KL(student || teacher) over the student's tokens (the paper's Figure 6), one row at a time so
-        that only two vocabulary-sized distributions per row are in memory."""
+        """Mean KL(student || teacher) over the student's tokens of the global batch (the paper's Figure 6), one
+        row at a time so that only two vocabulary-sized distributions per row are in memory."""
         input_ids, attention = sequence_inputs(output)
         mask = loss_mask(output).float()
         keep = output["completion_ids"].size(1)
@@ -121,6 +121,9 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 per_token = (log_p.exp() * (log_p - log_q)).sum(-1)
                 total += float((per_token * mask[row]).sum())
                 count += float(mask[row].sum())
+        if self.accelerator.num_processes > 1:  # over the global batch's student tokens, not this process's
+            sums = self.accelerator.reduce(torch.tensor([total, count], device=self.accelerator.device), "sum")
+            total, count = sums.tolist()
         return total / max(count, 1.0)
 
     def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -151,7 +154,9 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 batch += [prompt_ids[0]] * (self._most_on_any_process(len(batch)) - len(batch))
                 new_ids, _ = self._generate_single_turn(batch, None, {}, 1)
                 new_ids = new_ids[: len(active)]
-            texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True)
+            # A process may have no active rollout left while another has some; transformers' batch_decode reads
+            # an empty batch as one empty sequence ([""]), so decode it only when there is something to decode.
+            texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True) if new_ids else []
             # a padded batch computes every row until its longest completion ends
             generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
             wrong = []
@@ -326,10 +331,10 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
         for i, (rollout, attempts) in enumerate(zip(self._rollouts, values[self._local], strict=True)):
             for (start, end), tokens in zip(rollout.segments, attempts, strict=True):
                 advantages[i, start:end] = torch.tensor(tokens, device=completion_ids.device)
-        if kl is not None:
+        if kl is not None:  # the mean over every student token of the global batch (gathered above), not this process's
             mode = "train" if self.model.training else "eval"
-            student_tokens = sum(end - start for r in self._rollouts for start, end in r.segments)
-            self._metrics[mode]["socraticpo/reward_kl"].append(float(kl.sum()) / max(student_tokens, 1))
+            token_kls = [value for rollout in every_kl for attempt in rollout for value in attempt]
+            self._metrics[mode]["socraticpo/reward_kl"].append(sum(token_kls) / max(len(token_kls), 1))
         return advantages
 
     def _per_token_kl(self, output: dict[str, Any]) -> torch.Tensor:
