@@ -13,6 +13,17 @@ A job whose process dies is marked ``failed`` in its ``summary.json`` and the ot
 process dies is interrupted (``interrupt_when_orphaned``), so no job outlives its sweep. A job whose folder
 already holds a completed run with the same overrides is skipped, so re-running a sweep into its folder
 (``resume=<sweep folder>``, ``resume=auto`` or ``hydra.sweep.dir=<folder>``) runs only what is left.
+
+A job can itself be several processes (``processes_per_job``, ``accelerate_config``): it is then started as a
+single-machine distributed launch, ``torchrun`` or ``accelerate launch --config_file``, of the same job entry, and
+every rank runs the same pickled job. So every rank gets the job's folder, its overrides and Hydra's MULTIRUN mode,
+exactly as a one-process job does (launching ``python -m socratic_exp <overrides>`` instead would make each job a
+single run: no sweep block in its W&B config, and ``resume=<sweep folder>`` refused as not a run folder). Rank 0's
+return value is the job's; each rank also reports that it finished, so the end line says how many did. Each job gets
+a free rendezvous port (parallel jobs would all take torchrun's 29500), its share of the threads split among its
+processes, ``SOCRATIC_EXP_RUN_DIR`` set to its folder, and its launch's output in ``<job folder>/launch.log`` (the
+ranks of parallel jobs would interleave on the console). The ranks end when the sweep process does, not only when
+their own parent (the launch tool, which outlives a killed sweep) does.
 """
 
 from __future__ import annotations
@@ -23,25 +34,128 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.hydra_support import comparable_overrides
+from socratic_exp.hydra_support import RUN_DIR_ENV, comparable_overrides
 from socratic_exp.run_folder import redact_overrides, scrub_hydra_files, secret_values, write_json_atomic
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 CHILD_ENTRY = "from socratic_exp.launcher import child_main; child_main()"
+CHILD_MODULE = "socratic_exp.launcher"  # the same entry for torchrun / accelerate launch, which take a module
+LAUNCHER_PID_ENV = "SOCRATIC_EXP_SWEEP_PID"  # the process that started the job: its ranks end when it does
+LAUNCH_LOG = "launch.log"  # a multi-process job's launch output (every rank's console) in its folder
+CHECKOUT = Path(__file__).resolve().parent.parent  # where launch/accelerate/ lives in a checkout
 
 
 class SweepFolderConflict(RuntimeError):
     """The sweep folder holds jobs launched with other overrides: resuming into it would mix two grids."""
+
+
+class LauncherSettingError(ValueError):
+    """A ``hydra.launcher`` setting that cannot work; its message is one line naming the key and the fix."""
+
+
+@dataclass(frozen=True)
+class ProcessLaunch:
+    """How each job's processes start: one plain process, or a single-machine distributed launch of ``processes``
+    ranks, through ``accelerate launch --config_file <accelerate_config>`` when a profile is given (DeepSpeed and FSDP
+    need accelerate's launcher) and else through ``torchrun`` (DDP on the job's GPUs, gloo on CPU)."""
+
+    processes: int = 1
+    accelerate_config: Path | None = None
+
+    @property
+    def distributed(self) -> bool:
+        return self.processes > 1 or self.accelerate_config is not None
+
+    @property
+    def tool(self) -> str:
+        return "accelerate launch" if self.accelerate_config else "torchrun" if self.distributed else "python"
+
+    def command(self, job_file: Path, results: Path, port: int, threads: int) -> list[str]:
+        """The command that runs the job: every process runs ``child_main`` on the same job file."""
+        entry = [str(job_file), str(results)]
+        if not self.distributed:
+            return [sys.executable, "-c", CHILD_ENTRY, *entry]
+        if self.accelerate_config is not None:
+            return [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch",
+                    "--config_file", str(self.accelerate_config), "--num_machines", "1",
+                    "--num_processes", str(self.processes), "--main_process_port", str(port),
+                    "--num_cpu_threads_per_process", str(threads), "-m", CHILD_MODULE, *entry]  # fmt: skip
+        return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
+                str(self.processes), "--master_addr", "127.0.0.1", "--master_port", str(port),
+                "-m", CHILD_MODULE, *entry]  # fmt: skip
+
+
+def process_launch(processes: Any, accelerate_config: Any, gpus_per_job: Any = None) -> ProcessLaunch:
+    """The launcher's ``processes_per_job`` / ``accelerate_config`` (/ ``gpus_per_job``) checked before any job
+    starts: a bad value is one line naming the key and the fix, not a failure in every job."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise LauncherSettingError(
+            f"hydra.launcher.processes_per_job={processes}: must be an integer >= 1 (fix: set "
+            "hydra.launcher.processes_per_job=<processes per job>, 1 for one process)"
+        )
+    if gpus_per_job is not None and (isinstance(gpus_per_job, bool) or not isinstance(gpus_per_job, int)):
+        raise LauncherSettingError(f"hydra.launcher.gpus_per_job={gpus_per_job}: must be an integer >= 0 (fix: "
+                                   "set it to the GPUs per job, or 0 to leave every GPU visible)")  # fmt: skip
+    if gpus_per_job is not None and (gpus_per_job < 0 or 0 < gpus_per_job < processes):
+        raise LauncherSettingError(
+            f"hydra.launcher.gpus_per_job={gpus_per_job}: each of a job's {processes} processes needs a GPU of its "
+            f"own (fix: hydra.launcher.gpus_per_job={processes}, or leave it unset)"
+        )
+    if accelerate_config in (None, ""):
+        return ProcessLaunch(processes)
+    return ProcessLaunch(processes, find_accelerate_config(str(accelerate_config)))
+
+
+def find_accelerate_config(value: str) -> Path:
+    """An accelerate profile: a file, relative to the working folder or else to the checkout (``launch/accelerate/
+    ddp.yaml`` then works from any folder)."""
+    path = Path(value).expanduser()
+    for candidate in (path,) if path.is_absolute() else (path, CHECKOUT / path):
+        if candidate.is_file():
+            return candidate.resolve()
+    shipped = ", ".join(
+        f"launch/accelerate/{p.name}" for p in sorted((CHECKOUT / "launch" / "accelerate").glob("*.yaml"))
+    )
+    raise LauncherSettingError(
+        f"hydra.launcher.accelerate_config={value}: no such file (fix: an accelerate config file, e.g. "
+        f"{shipped or 'one written by accelerate config'}; or leave it unset to launch with torchrun)"
+    )
+
+
+class FreePorts:
+    """Rendezvous ports for the jobs' launches, none handed out twice in one sweep (parallel jobs would all take
+    torchrun's and accelerate's default 29500 and fail, or worse, join each other)."""
+
+    def __init__(self) -> None:
+        self.given: set[int] = set()
+        self.lock = threading.Lock()
+
+    def take(self) -> int:
+        with self.lock:
+            while True:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", 0))
+                    port = probe.getsockname()[1]
+                if port not in self.given:
+                    self.given.add(port)
+                    return port
+
+
+def threads_per_process(threads: int, processes: int) -> int:
+    """A job's CPU threads shared among its processes (at least one each)."""
+    return max(1, threads // processes)
 
 
 def visible_gpus() -> list[str]:
@@ -103,24 +217,29 @@ def check_sweep_folder(sweep_dir: Path, jobs: Sequence[Sequence[str]], first_ind
             )
 
 
-def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int) -> None:
-    """Record a job whose process ended without reporting (killed, out of memory, crashed) as failed."""
+def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int, how: ProcessLaunch | None = None) -> None:
+    """Record a job whose process ended without reporting (killed, out of memory, crashed) as failed; a
+    multi-process job's message points to its launch's output."""
     summary_file = job_dir / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {"overrides": list(overrides)}
     if summary.get("status") == "completed":  # it finished its work, then died on the way out: the run stands
         return
     reason = f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
+    message = f"the job's process ended without finishing ({reason})"
+    if how is not None and how.distributed:
+        message = f"the job's {how.tool} ended without finishing ({reason}; its output: {job_dir / LAUNCH_LOG})"
     summary.update(
         status="failed",
         objective=None,
-        error={"type": "JobProcessDied", "message": f"the job's process ended without finishing ({reason})"},
+        error={"type": "JobProcessDied", "message": message},
     )
     job_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(summary_file, summary)
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
-    """Run the jobs ``n_jobs`` at a time, each in its own process; returns Hydra's ``JobReturn`` for each."""
+    """Run the jobs ``n_jobs`` at a time, each in its own process (or its own multi-process launch); returns
+    Hydra's ``JobReturn`` for each."""
     import cloudpickle
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
@@ -134,24 +253,42 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # multirun.yaml holds the command line: a secret given there must not stay in it
     scrub_hydra_files(sweep_dir, secret_values([o for job in job_overrides for o in job]))
     try:
+        how = process_launch(launcher.processes_per_job, launcher.accelerate_config, launcher.gpus_per_job)
+    except LauncherSettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    try:
         check_sweep_folder(sweep_dir, job_overrides, initial_job_idx)
     except SweepFolderConflict as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    slots = gpu_slots(visible_gpus(), launcher.gpus_per_job)
+    gpus_per_job = how.processes if launcher.gpus_per_job is None else launcher.gpus_per_job
+    gpus = visible_gpus()
+    if how.distributed and gpus and len(gpus) < gpus_per_job:  # the ranks would share a GPU: NCCL refuses
+        key = "processes_per_job" if gpus_per_job == how.processes else "gpus_per_job"  # the one that asks for more
+        print(f"error: hydra.launcher.{key}={getattr(launcher, key)}: this machine shows {len(gpus)} GPU(s), fewer "
+              f"than a job's {gpus_per_job} (fix: hydra.launcher.processes_per_job={len(gpus)}; or, for processes on "
+              "CPU, hydra.launcher.gpus_per_job=0 with +algorithm.trl_args.use_cpu=true)", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    slots = gpu_slots(gpus, gpus_per_job)
     n_jobs = launcher.n_jobs or max(1, len(slots))
     threads = threads_per_job(n_jobs, launcher.threads_per_job)
     free_gpus: queue.Queue[str] = queue.Queue()
     for slot in slots:
         free_gpus.put(slot)
-    gpu_note = f", GPUs {len(slots)} slots of {launcher.gpus_per_job}" if slots else ", no GPU"
-    log.info(f"Launching {len(job_overrides)} jobs, {n_jobs} at a time, each in its own process with {threads} "
-             f"CPU thread(s){gpu_note}; sweep folder {sweep_dir}")  # fmt: skip
+    gpu_note = f", GPUs {len(slots)} slots of {gpus_per_job}" if slots else ", no GPU"
+    if how.distributed:
+        shape = (f"each launched by {how.tool}: {how.processes} processes with "
+                 f"{threads_per_process(threads, how.processes)} CPU thread(s) each")  # fmt: skip
+    else:
+        shape = f"each in its own process with {threads} CPU thread(s)"
+    log.info(f"Launching {len(job_overrides)} jobs, {n_jobs} at a time, {shape}{gpu_note}; sweep folder {sweep_dir}")
     singleton_state = Singleton.get_state()
     done = {"count": 0}
     progress = threading.Lock()
     start_lock = threading.Lock()
+    ports = FreePorts()
 
     def run_one(index: int, overrides: Sequence[str]) -> JobReturn:
         job_dir = sweep_dir / str(index)
@@ -168,16 +305,19 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                 environment["CUDA_VISIBLE_DEVICES"] = gpu
             log.info(f"#{index} : {shown}" + (f" (GPU {gpu})" if gpu is not None else ""))
             payload = (index, list(overrides), launcher.hydra_context, config, launcher.task_function, singleton_state)
-            result, returncode = _run_in_child(cloudpickle.dumps(payload), environment, start_lock)
+            result, returncode, reported = run_job_processes(
+                cloudpickle.dumps(payload), environment, how, job_dir, start_lock, ports
+            )
         finally:
             if gpu is not None:
                 free_gpus.put(gpu)
         if result is None:  # the process died before it could report: the job failed, the sweep goes on
-            mark_dead(job_dir, overrides, returncode)
+            mark_dead(job_dir, overrides, returncode, how)
             result = _job_return(JobReturn, JobStatus, overrides, job_dir, None)
+        ranks = f", {reported} of {how.processes} processes finished" if how.distributed else ""
         with progress:
             done["count"] += 1
-            log.info(f"#{index} {_outcome_of(job_dir)} in {time.perf_counter() - started:.0f} s "
+            log.info(f"#{index} {_outcome_of(job_dir)} in {time.perf_counter() - started:.0f} s{ranks} "
                      f"({done['count']} of {len(job_overrides)} done)")  # fmt: skip
         return result
 
@@ -186,51 +326,150 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     )
 
 
-def _run_in_child(payload: bytes, environment: dict[str, str], start_lock: threading.Lock) -> tuple[Any, int]:
-    """Start ``python -c CHILD_ENTRY`` with the job in a file; returns (its JobReturn or None, exit code)."""
+def run_job_processes(
+    payload: bytes,
+    environment: dict[str, str],
+    how: ProcessLaunch,
+    job_dir: Path,
+    start_lock: threading.Lock,
+    ports: FreePorts,
+) -> tuple[Any, int, int]:
+    """Start the job's process(es), each running ``child_main`` on the job in a file; returns (rank 0's JobReturn
+    or None, the exit code of the process started, how many processes reported back). A multi-process launch's
+    output goes to ``<job folder>/launch.log``; every rank gets ``SOCRATIC_EXP_RUN_DIR`` = the job folder and the
+    job's threads split among its processes."""
     import cloudpickle
 
     with tempfile.TemporaryDirectory(prefix="socratic_exp-job-") as folder:
-        job_file, result_file = Path(folder) / "job.pkl", Path(folder) / "result.pkl"
+        job_file, results = Path(folder) / "job.pkl", Path(folder) / "results"
+        results.mkdir()
         job_file.write_bytes(payload)
-        with start_lock:  # process creation from several threads at once: one at a time
-            process = subprocess.Popen(
-                [sys.executable, "-c", CHILD_ENTRY, str(job_file), str(result_file)], env=environment
-            )
-        returncode = process.wait()
-        result = cloudpickle.loads(result_file.read_bytes()) if result_file.is_file() else None
-    return result, returncode
+        environment = {**environment, LAUNCHER_PID_ENV: str(os.getpid())}
+        output = None
+        threads = int(environment.get("OMP_NUM_THREADS") or 1)
+        if how.distributed:
+            threads = threads_per_process(threads, how.processes)
+            environment.update(dict.fromkeys(THREAD_VARIABLES, str(threads)), **{RUN_DIR_ENV: str(job_dir)})
+            job_dir.mkdir(parents=True, exist_ok=True)
+            output = (job_dir / LAUNCH_LOG).open("ab")
+        try:
+            command = how.command(job_file, results, ports.take() if how.distributed else 0, threads)
+            with start_lock:  # process creation from several threads at once: one at a time
+                process = subprocess.Popen(
+                    command, env=environment, stdout=output, stderr=subprocess.STDOUT if output else None
+                )
+            returncode = process.wait()
+        finally:
+            if output is not None:
+                output.close()
+        first = results / "rank-0.pkl"
+        result = cloudpickle.loads(first.read_bytes()) if first.is_file() else None
+        reported = len(list(results.glob("rank-*.pkl")))
+    return result, returncode, reported
 
 
 def child_main() -> None:
-    """The job's own process: run the joblib launcher's ``execute_job`` and write its JobReturn back."""
+    """The job's own process, or each rank of its launch: run the joblib launcher's ``execute_job`` and write its
+    JobReturn back, one file per rank (rank 0's is the job's)."""
     import cloudpickle
     from hydra_plugins.hydra_joblib_launcher._core import execute_job
 
-    job_file, result_file = Path(sys.argv[1]), Path(sys.argv[2])
-    interrupt_when_orphaned(os.getppid())
+    job_file, results = Path(sys.argv[1]), Path(sys.argv[2])
+    launcher_pid = os.environ.get(LAUNCHER_PID_ENV, "")
+    interrupt_when_orphaned(os.getppid(), launcher=int(launcher_pid) if launcher_pid.isdigit() else None)
     result = execute_job(*cloudpickle.loads(job_file.read_bytes()))
     try:
         data = cloudpickle.dumps(result)
     except Exception as err:  # an exception that does not pickle: keep its text
         result.return_value = RuntimeError(f"{type(result.return_value).__name__}: {result.return_value} ({err})")
         data = cloudpickle.dumps(result)
-    result_file.write_bytes(data)
+    partial = results / f".rank-{os.environ.get('RANK', '0')}.tmp"
+    partial.write_bytes(data)
+    os.replace(partial, results / f"rank-{os.environ.get('RANK', '0')}.pkl")  # whole, or absent
 
 
-def interrupt_when_orphaned(parent: int, poll_seconds: float = 1.0) -> threading.Thread:
-    """Interrupt this process, as Ctrl-C would, once ``parent`` has died. A sweep killed by SIGTERM or SIGKILL (a
-    scheduler's time limit, ``kill``) would otherwise leave its running jobs behind, training on, holding warm-start
-    locks and writing into the sweep folder; interrupted, a job records itself as such and ends."""
+def check_submitit_job(processes: Any, accelerate_config: Any, params: dict[str, Any]) -> ProcessLaunch:
+    """``hydra/launcher=slurm``'s settings for a multi-process job, checked before anything is submitted: the job's
+    ranks are started inside its one SLURM task on one node, one GPU each."""
+    how = process_launch(processes, accelerate_config)
+    if not how.distributed:
+        return how
+    for key, fix in (("nodes", "a run over several nodes: launch/slurm/multinode.sbatch"),
+                     ("tasks_per_node", "the launch tool starts the processes")):  # fmt: skip
+        if params.get(key, 1) != 1:
+            raise LauncherSettingError(
+                f"hydra.launcher.{key}={params[key]}: a job of {how.processes} processes runs as one SLURM task on "
+                f"one node, started by {how.tool} (fix: hydra.launcher.{key}=1; {fix})"
+            )
+    gpus = params.get("gpus_per_node")
+    if gpus and gpus < how.processes:
+        raise LauncherSettingError(
+            f"hydra.launcher.gpus_per_node={gpus}: each of a job's {how.processes} processes needs a GPU of its own "
+            f"(fix: hydra.launcher.gpus_per_node={how.processes}, or leave it unset)"
+        )
+    return how
+
+
+def run_submitted_job(launcher: Any, how: ProcessLaunch, overrides: Sequence[str], index: int, state: Any) -> Any:
+    """A submitit job (a SLURM task) whose work is a launch of ``how.processes`` processes on its node's GPUs (those
+    SLURM made visible) and CPUs (``cpus_per_task``, split among the processes); returns rank 0's JobReturn."""
+    import cloudpickle
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobReturn, JobStatus, setup_globals
+
+    from socratic_exp.hydra_support import register_resolvers
+
+    setup_globals()  # as the plugin's own job does: Hydra's resolvers (``now``) and ours, for the job's folder
+    register_resolvers()
+    Singleton.set_state(state)
+    config = launcher.config
+    job_dir = Path(str(config.hydra.sweep.dir)) / str(index)
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK") or os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count() or 1)
+    environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, cpus)}
+    payload = (index, list(overrides), launcher.hydra_context, config, launcher.task_function, state)
+    started = time.perf_counter()
+    result, returncode, reported = run_job_processes(
+        cloudpickle.dumps(payload), environment, how, job_dir, threading.Lock(), FreePorts()
+    )
+    if result is None:
+        mark_dead(job_dir, overrides, returncode, how)
+        result = _job_return(JobReturn, JobStatus, overrides, job_dir, None)
+    # the task's output is its SLURM log file (no logging is configured in this process)
+    print(f"#{index} {_outcome_of(job_dir)} in {time.perf_counter() - started:.0f} s, {reported} of "
+          f"{how.processes} processes finished", flush=True)  # fmt: skip
+    return result
+
+
+def interrupt_when_orphaned(parent: int, poll_seconds: float = 1.0, launcher: int | None = None) -> threading.Thread:
+    """Interrupt this process, as Ctrl-C would, once ``parent`` has died, or ``launcher`` (the sweep process, where
+    it is not the parent: the ranks of a multi-process job are the children of torchrun, which a killed sweep leaves
+    running). A sweep killed by SIGTERM or SIGKILL (a scheduler's time limit, ``kill``) would otherwise leave its
+    running jobs behind, training on, holding warm-start locks and writing into the sweep folder; interrupted, a job
+    records itself as such and ends."""
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while os.getppid() == parent and (launcher is None or _alive(launcher)):
             time.sleep(poll_seconds)
         os.kill(os.getpid(), signal.SIGINT)
 
     watcher = threading.Thread(target=watch, name="exit-with-sweep", daemon=True)
     watcher.start()
     return watcher
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def _job_return(job_return: Any, job_status: Any, overrides: Sequence[str], job_dir: Path, value: Any) -> Any:
@@ -252,3 +491,7 @@ def _outcome_of(job_dir: Path) -> str:
         return f"{status}, {(summary.get('config') or {}).get('objective', 'objective')} {objective:.4f}"
     message = (summary.get("error") or {}).get("message")
     return f"{status}: {str(message).splitlines()[0][:160]}" if message else status
+
+
+if __name__ == "__main__":  # each rank of a multi-process job: torchrun and accelerate launch start a module
+    child_main()

@@ -13,19 +13,23 @@ from omegaconf import DictConfig
 
 
 class LocalLauncher(Launcher):
-    """joblib-scheduled jobs, each in its own fresh process (see ``socratic_exp.launcher``)."""
+    """joblib-scheduled jobs, each in its own fresh process or multi-process launch (see ``socratic_exp.launcher``)."""
 
     def __init__(
         self,
         n_jobs: int | None = None,
         threads_per_job: int | None = None,
-        gpus_per_job: int = 1,
+        gpus_per_job: int | None = None,
         timeout: float | None = None,
+        processes_per_job: int = 1,
+        accelerate_config: str | None = None,
     ) -> None:
         self.n_jobs = n_jobs
         self.threads_per_job = threads_per_job
-        self.gpus_per_job = gpus_per_job
+        self.gpus_per_job = gpus_per_job  # None: one per process of a job
         self.timeout = timeout
+        self.processes_per_job = processes_per_job  # > 1: each job a torchrun / accelerate launch of that many
+        self.accelerate_config = accelerate_config  # set: jobs start with accelerate launch --config_file <it>
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
