@@ -52,6 +52,10 @@ def run_phase(trainer: Any, prefix: str, eval_dataset: Any = None) -> dict[str, 
     metrics: dict[str, float] = {}
     if eval_dataset is not None:
         metrics[f"{prefix}/loss_before"] = float(trainer.evaluate(eval_dataset)["eval_loss"])
+        # transformers' evaluation marks the model as prepared by accelerate, and the train() that follows would skip
+        # its DDP wrapping: on several processes each would step with its own share's gradient and their weights part
+        if trainer.model_wrapped is trainer.model:
+            trainer.model._is_accelerate_prepared = False
     trainer.train()
     if eval_dataset is not None:
         metrics[f"{prefix}/loss_after"] = float(trainer.evaluate(eval_dataset)["eval_loss"])

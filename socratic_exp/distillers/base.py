@@ -52,7 +52,7 @@ class TRLDistiller(Distiller):
 
     items: int = setting(128, "task inputs per distillation, each paired with one viewpoint drawn uniformly", ge=1)
     steps: int = setting(16, "optimizer steps per distillation", ge=1)
-    batch_size: int = setting(16, "examples per optimizer step", ge=1)
+    batch_size: int = setting(16, "examples per optimizer step (over all processes)", ge=1)
     learning_rate: float = setting(1e-5, "learning rate of the distillation phase", gt=0.0)
     temperature: float = setting(1.0, "sampling temperature of the responses the distillation learns from", gt=0.0)
     max_completion_length: int = setting(48, "tokens per sampled response", ge=1)
@@ -62,6 +62,15 @@ class TRLDistiller(Distiller):
         return True
 
     # --- shared by the options ------------------------------------------------------------------------------
+    @staticmethod
+    def per_process(batch_size: int) -> int:
+        """TRL's ``per_device_train_batch_size`` for ``batch_size`` examples per optimizer step in all: in a
+        distributed launch each of the N processes takes 1/N of them (rounded down, at least 1), so a step sees the
+        batch one process would."""
+        from socratic_exp.distributed import world_size
+
+        return max(1, batch_size // world_size())
+
     @staticmethod
     def paired(data: DistillationData, seed: int) -> list[tuple[Context, str, str]]:
         """(input, answer, viewpoint) triples: each input with one viewpoint drawn uniformly, i.e. ``len(prompts)``

@@ -67,7 +67,7 @@ class DPODistiller(TRLDistiller):
             out_dir,
             prefix="distill",
             steps=self.steps,
-            batch_size=self.batch_size,
+            batch_size=self.per_process(min(self.batch_size, len(rows))),
             learning_rate=self.learning_rate,
             beta=self.beta,
             seed=seed,

@@ -84,7 +84,7 @@ class KLDistiller(TRLDistiller):
                 SDFTConfig,
                 out_dir,
                 steps=self.steps,
-                batch_size=self.batch_size,
+                batch_size=self.per_process(self.batch_size),
                 learning_rate=self.learning_rate,
                 seed=seed,
                 num_generations=self.num_generations,

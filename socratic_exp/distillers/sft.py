@@ -70,7 +70,7 @@ class SFTDistiller(TRLDistiller):
             SFTConfig,
             out_dir,
             steps=self.steps,
-            batch_size=min(self.batch_size, len(rows)),
+            batch_size=self.per_process(min(self.batch_size, len(rows))),
             learning_rate=self.learning_rate,
             seed=seed,
             completion_only_loss=True,

@@ -55,9 +55,9 @@ def reweighted_advantages(advantages: Any, delta: Any, tokens: Any, clip: float)
     return advantages * weights / mean.clamp(min=1e-8)
 
 
-def margin_between(per_sample: Any, correct: Any) -> float | None:
-    """Mean of ``per_sample`` over correct rollouts minus over incorrect ones (None unless both occur)."""
-    correct = correct.bool()
-    if correct.all() or not correct.any():
+def margin_of_means(right_sum: float, right: float, wrong_sum: float, wrong: float) -> float | None:
+    """``right_sum / right - wrong_sum / wrong`` (None unless both counts are positive): the margin from sums and
+    counts, which add up across processes where means do not."""
+    if right <= 0 or wrong <= 0:
         return None
-    return float(per_sample[correct].mean() - per_sample[~correct].mean())
+    return right_sum / right - wrong_sum / wrong

@@ -31,8 +31,10 @@ TRL's per-sequence mean; ``topk`` capped at the vocabulary; the hybrid baselines
 **Telemetry** (every step): ``self_distillation/teacher_student_kl`` (k1 estimate of KL(student || teacher) on the
 distilled tokens), ``teacher_entropy``, ``reward_margin`` (mean per-token log q/pi of correct minus incorrect
 rollouts: does the teacher tell them apart?), ``usable_feedback_share`` and the share per source,
-``distillation_loss``. The teacher's memory (shared weights or a copy, and its size) is logged at start and kept in
-``self_distillation/teacher_copy_mb``.
+``distillation_loss``. Each is a figure of the whole batch: on several processes the sums and counts behind it are
+added up across processes before they are divided (``summed``), so every process logs what one process would on the
+same batch. So is ``token_mean``'s loss, a mean over the distilled tokens of every process. The teacher's memory
+(shared weights or a copy, and its size) is logged at start and kept in ``self_distillation/teacher_copy_mb``.
 
 **LoRA** (``model.lora.r > 0``): the teacher shares the base weights; ``copy`` is a second adapter (``teacher``,
 TRL's name) started as a copy of the student's and moved toward it by the same EMA, ``shared`` the student's own
@@ -55,7 +57,7 @@ from trl.trainer.utils import pad, selective_log_softmax
 
 from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
 from socratic_exp.algorithms.sdpo.losses import (
-    margin_between,
+    margin_of_means,
     per_token_divergence,
     reshaped_advantages,
     reweighted_advantages,
@@ -173,21 +175,34 @@ class SDPOTrainer(GRPOTrainer):
         output["correct"] = torch.tensor(
             [float(r.score >= self.sdpo.success_threshold) for r in rollouts], device=device
         )
-        n, groups = len(contexts), len(contexts) // self.num_generations
-        correct = output["correct"].view(groups, -1)
-        metrics = {
-            "usable_feedback_share": sum(c.usable for c in contexts) / n,
-            "solution_share": sum(c.solution is not None for c in contexts) / n,
-            "critique_share": sum(c.feedback is not None for c in contexts) / n,
-            "success_group_share": float((correct.sum(1) > 0).float().mean()),
-            "teacher_copy_mb": self.memory["copy_mb"],
-        }
-        for name, value in metrics.items():
-            self._metrics[mode][f"self_distillation/{name}"].append(value)
+        self._record_context_metrics(contexts, output["correct"], mode)
         self._after_contexts(output, rollouts, mode)
         if self.sdpo.hybrid in ("advantage_reshaping", "reweighting"):
             output["advantages"] = self._teacher_guided_advantages(output, mode)
         return output
+
+    def _record_context_metrics(self, contexts: list[Any], correct: Any, mode: str) -> None:
+        """The shares of the batch's rollouts with usable feedback, a demonstration, a critique, and of its groups
+        with a success: over every process's rollouts (counts summed across processes), not this process's."""
+        groups = correct.view(-1, self.num_generations)
+        n, usable, solutions, critiques, successful, group_count = summed(
+            self.accelerator,
+            len(contexts),
+            sum(c.usable for c in contexts),
+            sum(c.solution is not None for c in contexts),
+            sum(c.feedback is not None for c in contexts),
+            (groups.sum(1) > 0).sum(),
+            groups.size(0),
+        )
+        metrics = {
+            "usable_feedback_share": usable / n,
+            "solution_share": solutions / n,
+            "critique_share": critiques / n,
+            "success_group_share": successful / group_count,
+            "teacher_copy_mb": self.memory["copy_mb"],
+        }
+        for name, value in metrics.items():
+            self._metrics[mode][f"self_distillation/{name}"].append(value)
 
     def _after_contexts(self, output: dict[str, Any], rollouts: list[Rollout], mode: str) -> None:
         """A hook once the batch has its teacher contexts (VPD's E-step)."""
@@ -299,9 +314,15 @@ class SDPOTrainer(GRPOTrainer):
             per_token = apply_importance_sampling_clipping(per_token, student_logps, old, settings.is_clip)
         tokens = self._token_mask(inputs)
         mask = tokens * inputs["distill_mask"].unsqueeze(1)
+        processes = self.accelerator.num_processes
         if settings.loss_aggregation == "token_mean":
-            loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+            # the mean over the distilled tokens of the whole batch: this process's sum over the count on every
+            # process, times the processes, which the gradient's mean over processes (DDP) divides out again
+            (count,) = summed(self.accelerator, mask.sum())
+            loss = (per_token * mask).sum() * processes / max(count, 1.0)
         else:
+            # the mean over rollouts (TRL's): every process holds as many rollouts, so the mean over processes is
+            # the batch's mean
             loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
         mode = "train" if self.model.training else "eval"
         with torch.no_grad():
@@ -309,7 +330,8 @@ class SDPOTrainer(GRPOTrainer):
             log_q = teacher_logits.log_softmax(-1)
             entropy = -(log_q.exp() * log_q).sum(-1)
             self._record_teacher_stats(mode, teacher_logps, student_logps.detach(), entropy, tokens, inputs)
-            self._metrics[mode]["self_distillation/distillation_loss"].append(float(loss.detach()))
+            (batch_loss,) = summed(self.accelerator, loss.detach())
+            self._metrics[mode]["self_distillation/distillation_loss"].append(batch_loss / processes)
         if mask.sum() == 0:
             loss = student_logits.sum() * 0.0  # keeps the graph: a zero gradient, not a failed backward
         return loss / (self.current_gradient_accumulation_steps if mode == "train" else 1.0)
@@ -317,16 +339,34 @@ class SDPOTrainer(GRPOTrainer):
     def _record_teacher_stats(
         self, mode: str, teacher: Any, student: Any, entropy: Any, tokens: Any, inputs: dict[str, Any]
     ) -> None:
-        """Teacher-student KL and teacher entropy on the distilled tokens; the reward margin on all rollouts."""
+        """Teacher-student KL and teacher entropy on the distilled tokens; the reward margin on all rollouts. Each is
+        over the whole batch: sums and counts are added up across processes before they are divided."""
         distilled = tokens * inputs["distill_mask"].unsqueeze(1)
-        metrics = self._metrics[mode]
-        if distilled.sum() > 0:
-            count = distilled.sum()
-            metrics["self_distillation/teacher_student_kl"].append(
-                float(((student - teacher) * distilled).sum() / count)
-            )
-            metrics["self_distillation/teacher_entropy"].append(float((entropy * distilled).sum() / count))
         log_ratio = ((teacher - student) * tokens).sum(1) / tokens.sum(1).clamp(min=1.0)
-        margin = margin_between(log_ratio, inputs["correct"])
+        correct = inputs["correct"].bool()
+        count, kl, entropy_sum, right_sum, right, wrong_sum, wrong = summed(
+            self.accelerator,
+            distilled.sum(),
+            ((student - teacher) * distilled).sum(),
+            (entropy * distilled).sum(),
+            log_ratio[correct].sum(),
+            correct.sum(),
+            log_ratio[~correct].sum(),
+            (~correct).sum(),
+        )
+        metrics = self._metrics[mode]
+        if count > 0:
+            metrics["self_distillation/teacher_student_kl"].append(kl / count)
+            metrics["self_distillation/teacher_entropy"].append(entropy_sum / count)
+        margin = margin_of_means(right_sum, right, wrong_sum, wrong)
         if margin is not None:
             metrics["self_distillation/reward_margin"].append(margin)
+
+
+def summed(accelerator: Any, *values: Any) -> list[float]:
+    """Each value (a number or a one-element tensor) summed over the processes, in one all-reduce (float64: counts
+    stay exact); on one process, the values themselves. Every process must call it at the same point."""
+    local = torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device)
+    if accelerator.num_processes > 1:
+        local = accelerator.reduce(local, reduction="sum")
+    return local.tolist()

@@ -48,14 +48,24 @@ class RunningShift:
         return self.value
 
 
-def e_step_loss(rewards: torch.Tensor, success: torch.Tensor, shift: float | torch.Tensor) -> torch.Tensor:
-    """BCO's loss: -mean_{y+} log sigmoid(r~ - delta) - mean_{y-} log sigmoid(-(r~ - delta)); an empty side adds 0."""
+def e_step_loss(
+    rewards: torch.Tensor,
+    success: torch.Tensor,
+    shift: float | torch.Tensor,
+    sides: tuple[float, float] | None = None,
+) -> torch.Tensor:
+    """BCO's loss: -mean_{y+} log sigmoid(r~ - delta) - mean_{y-} log sigmoid(-(r~ - delta)); an empty side adds 0.
+
+    ``sides``: the (successes, failures) counts of the whole batch when ``rewards`` is one process's share of it.
+    Each side's sum is divided by the batch's count, so the processes' losses (and gradients) add up to the batch's
+    loss; by default the counts of ``rewards`` itself."""
     margin = rewards - shift
-    loss = rewards.new_zeros(())
-    if bool(success.any()):
-        loss = loss - F.logsigmoid(margin[success]).mean()
-    if bool((~success).any()):
-        loss = loss - F.logsigmoid(-margin[~success]).mean()
+    successes, failures = sides if sides is not None else (float(success.sum()), float((~success).sum()))
+    loss = rewards.sum() * 0.0  # attached to the graph even where this share holds no trajectory
+    if successes > 0:
+        loss = loss - F.logsigmoid(margin[success]).sum() / successes
+    if failures > 0:
+        loss = loss - F.logsigmoid(-margin[~success]).sum() / failures
     return loss
 
 

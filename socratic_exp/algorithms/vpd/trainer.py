@@ -27,6 +27,11 @@ with ``ema_update_rate`` > 0, moved toward the student after every M-step. ``ref
 initial student (with LoRA: the base model, adapters off, no copy). With LoRA the E-step trains the teacher's adapter
 only (the student's own for ``shared``, a second one for ``copy``; ``SDPOTrainer._lora_teacher``).
 
+**Several processes.** The E-step's batch is every process's trajectories, as one process would see them: the
+counts (and the skip), delta, each side's mean in the loss and the telemetry are computed from sums and counts added
+up across processes, and each process's share of the gradient is summed over the processes before the clip and the
+step (the E-step's optimizer is outside DDP), so every process's teacher makes the same update.
+
 Logged at each E-step: ``vpd/e_step_loss``, ``vpd/reward_success`` / ``reward_failure`` (mean implicit reward of each
 side before the update), ``vpd/shift`` (delta), ``vpd/classifier_accuracy`` (share of trajectories on their side of
 delta, measured on the fresh batch before the teacher trains on it: the teacher's held-out skill at reading the
@@ -39,15 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer
+from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer, summed
 from socratic_exp.algorithms.trl_batch import rollout_logps, sequence_inputs
-from socratic_exp.algorithms.vpd.estep import (
-    RunningShift,
-    batch_shift,
-    classifier_accuracy,
-    e_step_loss,
-    implicit_rewards,
-)
+from socratic_exp.algorithms.vpd.estep import RunningShift, e_step_loss, implicit_rewards
 from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:
@@ -106,13 +105,18 @@ class VPDTrainer(SDPOTrainer):
 
     # --- the E-step ---------------------------------------------------------------------------------------
     def e_step(self, output: dict[str, Any]) -> dict[str, float]:
-        """One E-step on the batch's trajectories that have a feedback context; returns its telemetry."""
+        """One E-step on the batch's trajectories that have a feedback context; returns its telemetry.
+
+        The batch is every process's trajectories: the counts, the skip, the shift, each side's mean in the loss, the
+        telemetry and the gradient are the whole batch's (sums and counts added up across processes, the gradient
+        summed: the E-step runs outside DDP), so every process makes the same update as one process would."""
         settings: VPD = self.sdpo
         tokens = self._token_mask(output)
         chosen = output["distill_mask"].bool()
         success = output["correct"].bool()[chosen]
-        counts = {"successes": float(success.sum()), "failures": float((~success).sum())}
-        if not (success.any() and (~success).any()):
+        successes, failures = summed(self.accelerator, success.sum(), (~success).sum())
+        counts = {"successes": successes, "failures": failures}
+        if not (successes > 0 and failures > 0):
             return {**counts, "skipped": 1.0}
         reference = self.reference_logps(output, tokens)[chosen]
         first: dict[str, float] = {}
@@ -122,20 +126,39 @@ class VPDTrainer(SDPOTrainer):
             rewards = implicit_rewards(teacher, reference, settings.e_step_beta)
             if not first:
                 detached = rewards.detach()
-                shift = self.shift.update(float(batch_shift(detached, success)))
+                success_sum, failure_sum = summed(self.accelerator, detached[success].sum(), detached[~success].sum())
+                means = success_sum / successes, failure_sum / failures
+                shift = self.shift.update(0.5 * (means[0] + means[1]))  # batch_shift of the whole batch
+                (right,) = summed(self.accelerator, ((detached > shift) == success).sum())
                 first = {
-                    "reward_success": float(detached[success].mean()),
-                    "reward_failure": float(detached[~success].mean()),
+                    "reward_success": means[0],
+                    "reward_failure": means[1],
                     "shift": shift,
-                    "classifier_accuracy": classifier_accuracy(detached, success, shift),
+                    "classifier_accuracy": right / (successes + failures),
                 }
-            loss = e_step_loss(rewards, success, shift)
-            first.setdefault("e_step_loss", float(loss.detach()))
+            loss = e_step_loss(rewards, success, shift, sides=(successes, failures))
+            if "e_step_loss" not in first:
+                first["e_step_loss"] = summed(self.accelerator, loss.detach())[0]
             loss.backward()
+            self._sum_teacher_gradients()
             torch.nn.utils.clip_grad_norm_(self.teacher_parameters, settings.max_grad_norm)
             self.e_optimizer.step()
         self.e_optimizer.zero_grad(set_to_none=True)  # shared weights: no E-step gradient reaches the M-step
         return {**first, **counts, "skipped": 0.0}
+
+    def _sum_teacher_gradients(self) -> None:
+        """Each process's share of the E-step's gradient, summed over the processes (one all-reduce): every process
+        then clips and steps with the batch's gradient and its teacher stays the same as the others'."""
+        if self.accelerator.num_processes == 1:
+            return
+        parameters = self.teacher_parameters
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in parameters])
+        flat = self.accelerator.reduce(flat, reduction="sum")
+        offset = 0
+        for parameter in parameters:
+            size = parameter.numel()
+            parameter.grad = flat[offset : offset + size].view_as(parameter).to(parameter.dtype)
+            offset += size
 
     @torch.no_grad()
     def reference_logps(self, output: dict[str, Any], tokens: Any) -> Any:
