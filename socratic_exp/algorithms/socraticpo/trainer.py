@@ -41,6 +41,7 @@ from socratic_exp.algorithms.socraticpo.rewards import (
     normalized_returns,
 )
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
+from socratic_exp.distributed import most_on_any_process
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socraticpo.config import SocraticPO
@@ -151,7 +152,7 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 # and FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather).
                 # A process with fewer wrong attempts left fills its batch with prompts and drops their completions.
                 batch = [contexts[i] for i in active]
-                batch += [prompt_ids[0]] * (self._most_on_any_process(len(batch)) - len(batch))
+                batch += [prompt_ids[0]] * (most_on_any_process(len(batch)) - len(batch))
                 new_ids, _ = self._generate_single_turn(batch, None, {}, 1)
                 new_ids = new_ids[: len(active)]
             # A process may have no active rollout left while another has some; transformers' batch_decode reads
@@ -179,7 +180,7 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 generated_tokens += len(ids)
                 if not last:
                     wrong.append(i)
-            if not self._most_on_any_process(len(wrong)):  # every process stops at the same attempt
+            if not most_on_any_process(len(wrong)):  # every process stops at the same attempt
                 break
             started = time.perf_counter()
             guidance = self._guidance(wrong, prompts, attempts)
@@ -202,12 +203,6 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
             "env_mask": env_mask,
             "trajectory_return": returns,
         }
-
-    def _most_on_any_process(self, count: int) -> int:
-        """The largest ``count`` over the processes (a collective: every process calls it at the same point)."""
-        if self.accelerator.num_processes == 1:
-            return count
-        return int(self.accelerator.gather(torch.tensor([count], device=self.accelerator.device)).max())
 
     def _guidance(self, wrong: list[int], prompts: list[Any], attempts: list[list[Any]]) -> list[str]:
         if self.socratic.guidance == "fixed_retry":
