@@ -79,7 +79,7 @@ def evaluate_worker(out: Path) -> None:
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.hydra_support import compose
 
-    components = build_components(compose("logger=none", "teacher=none", "eval.pass_k=4"))
+    components = build_components(compose("algorithm=grpo", "logger=none", "teacher=none", "eval.pass_k=4"))
     student = components.model.load(components.task)
     distributed.join()
     evaluator = Evaluator(components.task, components.task.build()["eval"], components.eval)
