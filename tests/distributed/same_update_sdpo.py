@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+from worker_support import trainer_from
 
-from socratic_exp.algorithms.base import RunContext
 from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
-from socratic_exp.components import build_components
-from socratic_exp.hydra_support import compose
-from socratic_exp.tasks.base import render_splits
 
 GROUP = 4
 # (prompt, answer, completion): the first group's completions are long, the second's short, so that the processes
@@ -47,16 +43,8 @@ def build_trainer(*overrides: str) -> Any:
     """The algorithm's trainer on the shipped tiny student, on gloo CPU processes (``use_cpu``), outside the training
     loop; a generation batch of 8 completions in all (groups of 4), however many processes share it."""
     per_process = len(ROLLOUTS) // int(os.environ.get("WORLD_SIZE", "1"))
-    components = build_components(
-        compose("debug=fast", "logger=none", "algorithm.num_generations=4", f"algorithm.batch_size={per_process}",
-                "+algorithm.trl_args.use_cpu=true", *overrides)
-    )  # fmt: skip
-    student = components.model.load(components.task)
-    components.teacher.attach(components.task, student)
-    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
-    context = RunContext(components=components, data=data, student=student, run_dir=Path(tempfile.mkdtemp()),
-                         run_name="same-update", seed=0, callbacks=[], report_to=[])  # fmt: skip
-    trainer = components.algorithm.build_trainer(context)
+    trainer = trainer_from("debug=fast", "logger=none", "algorithm.num_generations=4",
+                           f"algorithm.batch_size={per_process}", *overrides)  # fmt: skip
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which the worker skips
     trainer.model.train()
     return trainer

@@ -11,24 +11,13 @@ import json
 import sys
 from pathlib import Path
 
-from socratic_exp.algorithms.base import RunContext
-from socratic_exp.components import build_components
-from socratic_exp.hydra_support import compose
-from socratic_exp.tasks.base import render_splits
+from worker_support import trainer_from
 
 
 def main(out: Path) -> None:
-    components = build_components(
-        compose("algorithm=socratic_rl", "distiller=kl", "debug=fast", "logger=none", "algorithm.max_steps=2",
-                "algorithm.probe_every=1", "algorithm.distill_every=2", "algorithm.save_steps=100",
-                "+algorithm.trl_args.use_cpu=true")
-    )  # fmt: skip
-    student = components.model.load(components.task)
-    components.teacher.attach(components.task, student)
-    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
-    context = RunContext(components=components, data=data, student=student, run_dir=out / "run", run_name="kb",
-                         seed=0, callbacks=[], report_to=[])  # fmt: skip
-    trainer = components.algorithm.build_trainer(context)
+    trainer = trainer_from("algorithm=socratic_rl", "distiller=kl", "debug=fast", "logger=none",
+                           "algorithm.max_steps=2", "algorithm.probe_every=1", "algorithm.distill_every=2",
+                           "algorithm.save_steps=100", run_dir=out / "run")  # fmt: skip
     loop = trainer.viewpoint_loop
     shown: list[list[str]] = []
     active_texts = loop.active_texts

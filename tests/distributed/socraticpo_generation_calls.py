@@ -9,26 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
-from socratic_exp.algorithms.base import RunContext
-from socratic_exp.components import build_components
-from socratic_exp.hydra_support import compose
-from socratic_exp.tasks.base import render_splits
+from worker_support import trainer_from
 
 
 def main(out: Path, cache: str) -> None:
-    components = build_components(
-        compose("algorithm=socraticpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache}",
-                "algorithm.max_steps=2", "algorithm.save_steps=100", "+algorithm.trl_args.use_cpu=true")
-    )  # fmt: skip
-    student = components.model.load(components.task)
-    components.teacher.attach(components.task, student)
-    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
-    context = RunContext(components=components, data=data, student=student, run_dir=Path(tempfile.mkdtemp()),
-                         run_name="calls", seed=0, callbacks=[], report_to=[])  # fmt: skip
-    trainer = components.algorithm.build_trainer(context)
+    trainer = trainer_from("algorithm=socraticpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache}",
+                           "algorithm.max_steps=2", "algorithm.save_steps=100")  # fmt: skip
     calls: list[int] = []
     generate = trainer._generate_single_turn
 
