@@ -27,6 +27,7 @@ from socratic_exp.algorithms.vpd.estep import (
     classifier_accuracy,
     e_step_loss,
     implicit_rewards,
+    side_means,
 )
 
 torch = pytest.importorskip("torch")
@@ -44,7 +45,8 @@ def test_two_trajectory_e_step_loss_and_gradient_by_hand():
     rewards = implicit_rewards(teacher, torch.tensor([-3.0, -3.5]), 0.1)
     assert rewards.tolist() == pytest.approx([0.1, -0.05])
     success = torch.tensor([True, False])
-    shift = float(batch_shift(rewards.detach(), success))
+    assert side_means(rewards.detach(), success) == pytest.approx((0.1, -0.05))
+    shift = batch_shift(side_means(rewards.detach(), success))
     assert shift == pytest.approx(0.025)
     loss = e_step_loss(rewards, success, shift)
     assert float(loss.detach()) == pytest.approx(1.312700, abs=1e-6)
@@ -63,9 +65,10 @@ def test_each_side_is_averaged_on_its_own():
     0.474077) / 3 = 0.555577 + 0.557610 = 1.113187."""
     rewards = torch.tensor([0.3, 0.1, -0.2, -0.4, -0.6])
     success = torch.tensor([True, True, False, False, False])
-    assert float(batch_shift(rewards, success)) == pytest.approx(-0.1)
+    assert side_means(rewards, success) == pytest.approx((0.2, -0.4))
+    assert batch_shift(side_means(rewards, success)) == pytest.approx(-0.1)
     assert float(e_step_loss(rewards, success, -0.1)) == pytest.approx(1.113187, abs=1e-5)
-    assert float(batch_shift(torch.tensor([0.2, 0.4]), torch.tensor([True, True]))) == pytest.approx(0.3)
+    assert batch_shift(side_means(torch.tensor([0.2, 0.4]), torch.tensor([True, True]))) == pytest.approx(0.3)
     only_failures = e_step_loss(torch.tensor([-0.2]), torch.tensor([False]), 0.0)  # -log sigmoid(0.2) = 0.598139
     assert float(only_failures) == pytest.approx(0.598139, abs=1e-6)
 
@@ -87,13 +90,13 @@ def test_a_teacher_reacting_only_to_a_contexts_presence_gains_nothing():
     success = torch.tensor([True, False, False, False])
     c = torch.tensor(0.7, requires_grad=True)
     rewards = c * torch.ones(4)
-    loss = e_step_loss(rewards, success, float(batch_shift(rewards.detach(), success)))
+    loss = e_step_loss(rewards, success, batch_shift(side_means(rewards.detach(), success)))
     assert float(loss.detach()) == pytest.approx(1.386294, abs=1e-6)
     loss.backward()
     assert float(c.grad) == pytest.approx(0.0, abs=1e-7)
     c.grad = None
     bare_successes = torch.where(success, torch.zeros(()), c)
-    shortcut = e_step_loss(bare_successes, success, float(batch_shift(bare_successes.detach(), success)))
+    shortcut = e_step_loss(bare_successes, success, batch_shift(side_means(bare_successes.detach(), success)))
     shortcut.backward()
     assert float(c.grad) == pytest.approx(0.586618, abs=1e-6)
 

@@ -20,6 +20,9 @@ followed it, and gets no gradient from a balanced batch (tests/test_vpd.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -29,10 +32,26 @@ def implicit_rewards(teacher_logps: torch.Tensor, reference_logps: torch.Tensor,
     return beta * (teacher_logps - reference_logps)
 
 
-def batch_shift(rewards: torch.Tensor, success: torch.Tensor) -> torch.Tensor:
+def local_sums(*values: Any) -> list[float]:
+    """The figures as they are: the sums of one process's batch (the default ``total``)."""
+    return [float(value) for value in values]
+
+
+def side_means(
+    rewards: torch.Tensor, success: torch.Tensor, total: Callable[..., list[float]] = local_sums
+) -> tuple[float | None, float | None]:
+    """Mean r~ of the successes and of the failures (None for an empty side). ``total`` adds each sum and count up
+    over the processes holding the batch (``sdpo.trainer.summed``), so that the means are the whole batch's."""
+    success_sum, successes, failure_sum, failures = total(
+        rewards[success].sum(), success.sum(), rewards[~success].sum(), (~success).sum()
+    )
+    return (success_sum / successes if successes else None, failure_sum / failures if failures else None)
+
+
+def batch_shift(means: tuple[float | None, float | None]) -> float:
     """1/2 (mean r~ of the successes + mean r~ of the failures); the mean of the side present if one is empty."""
-    means = [rewards[side].mean() for side in (success, ~success) if bool(side.any())]
-    return torch.stack(means).mean()
+    present = [mean for mean in means if mean is not None]
+    return sum(present) / len(present)
 
 
 class RunningShift:
@@ -69,6 +88,10 @@ def e_step_loss(
     return loss
 
 
-def classifier_accuracy(rewards: torch.Tensor, success: torch.Tensor, shift: float) -> float:
-    """Share of trajectories the implicit reward puts on their side of delta (the teacher as a success classifier)."""
-    return float(((rewards > shift) == success).float().mean())
+def classifier_accuracy(
+    rewards: torch.Tensor, success: torch.Tensor, shift: float, total: Callable[..., list[float]] = local_sums
+) -> float:
+    """Share of trajectories the implicit reward puts on their side of delta (the teacher as a success classifier);
+    ``total`` as in ``side_means``."""
+    right, count = total(((rewards > shift) == success).sum(), success.numel())
+    return right / count

@@ -40,13 +40,21 @@ feedback), ``vpd/successes``, ``vpd/failures``, ``vpd/skipped``; SDPO's telemetr
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer, summed
 from socratic_exp.algorithms.trl_batch import rollout_logps, sequence_inputs
-from socratic_exp.algorithms.vpd.estep import RunningShift, e_step_loss, implicit_rewards
+from socratic_exp.algorithms.vpd.estep import (
+    RunningShift,
+    batch_shift,
+    classifier_accuracy,
+    e_step_loss,
+    implicit_rewards,
+    side_means,
+)
 from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:
@@ -118,6 +126,7 @@ class VPDTrainer(SDPOTrainer):
         counts = {"successes": successes, "failures": failures}
         if not (successes > 0 and failures > 0):
             return {**counts, "skipped": 1.0}
+        total = functools.partial(summed, self.accelerator)  # the whole batch's sums, over the processes
         reference = self.reference_logps(output, tokens)[chosen]
         first: dict[str, float] = {}
         for _ in range(settings.e_step_iterations):
@@ -126,15 +135,13 @@ class VPDTrainer(SDPOTrainer):
             rewards = implicit_rewards(teacher, reference, settings.e_step_beta)
             if not first:
                 detached = rewards.detach()
-                success_sum, failure_sum = summed(self.accelerator, detached[success].sum(), detached[~success].sum())
-                means = success_sum / successes, failure_sum / failures
-                shift = self.shift.update(0.5 * (means[0] + means[1]))  # batch_shift of the whole batch
-                (right,) = summed(self.accelerator, ((detached > shift) == success).sum())
+                means = side_means(detached, success, total)
+                shift = self.shift.update(batch_shift(means))
                 first = {
                     "reward_success": means[0],
                     "reward_failure": means[1],
                     "shift": shift,
-                    "classifier_accuracy": right / (successes + failures),
+                    "classifier_accuracy": classifier_accuracy(detached, success, shift, total),
                 }
             loss = e_step_loss(rewards, success, shift, sides=(successes, failures))
             if "e_step_loss" not in first:
