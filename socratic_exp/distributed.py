@@ -137,3 +137,15 @@ def from_main(value: T) -> T:
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def summed(accelerator: Any, *values: Any) -> list[float]:
+    """Each value (a number or a one-element tensor) summed over the processes, in one all-reduce on the
+    accelerator's device (float64: counts stay exact); on one process, the values themselves. Every process must call
+    it at the same point."""
+    import torch
+
+    local = torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device)
+    if accelerator.num_processes > 1:
+        local = accelerator.reduce(local, reduction="sum")
+    return local.tolist()

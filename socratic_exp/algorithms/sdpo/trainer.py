@@ -63,6 +63,7 @@ from socratic_exp.algorithms.sdpo.losses import (
     reweighted_advantages,
 )
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
+from socratic_exp.distributed import summed
 from socratic_exp.models.adapters import is_lora
 
 if TYPE_CHECKING:
@@ -361,12 +362,3 @@ class SDPOTrainer(GRPOTrainer):
         margin = margin_of_means(right_sum, right, wrong_sum, wrong)
         if margin is not None:
             metrics["self_distillation/reward_margin"].append(margin)
-
-
-def summed(accelerator: Any, *values: Any) -> list[float]:
-    """Each value (a number or a one-element tensor) summed over the processes, in one all-reduce (float64: counts
-    stay exact); on one process, the values themselves. Every process must call it at the same point."""
-    local = torch.tensor([float(v) for v in values], dtype=torch.float64, device=accelerator.device)
-    if accelerator.num_processes > 1:
-        local = accelerator.reduce(local, reduction="sum")
-    return local.tolist()

@@ -41,7 +41,7 @@ from socratic_exp.algorithms.socraticpo.rewards import (
     normalized_returns,
 )
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
-from socratic_exp.distributed import most_on_any_process
+from socratic_exp.distributed import most_on_any_process, summed
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socraticpo.config import SocraticPO
@@ -122,9 +122,7 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 per_token = (log_p.exp() * (log_p - log_q)).sum(-1)
                 total += float((per_token * mask[row]).sum())
                 count += float(mask[row].sum())
-        if self.accelerator.num_processes > 1:  # over the global batch's student tokens, not this process's
-            sums = self.accelerator.reduce(torch.tensor([total, count], device=self.accelerator.device), "sum")
-            total, count = sums.tolist()
+        total, count = summed(self.accelerator, total, count)  # the global batch's student tokens, not this process's
         return total / max(count, 1.0)
 
     def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def side_means(
     rewards: torch.Tensor, success: torch.Tensor, total: Callable[..., list[float]] = local_sums
 ) -> tuple[float | None, float | None]:
     """Mean r~ of the successes and of the failures (None for an empty side). ``total`` adds each sum and count up
-    over the processes holding the batch (``sdpo.trainer.summed``), so that the means are the whole batch's."""
+    over the processes holding the batch (``distributed.summed``), so that the means are the whole batch's."""
     success_sum, successes, failure_sum, failures = total(
         rewards[success].sum(), success.sum(), rewards[~success].sum(), (~success).sum()
     )

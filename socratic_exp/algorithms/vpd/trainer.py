@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer, summed
+from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer
 from socratic_exp.algorithms.trl_batch import rollout_logps, sequence_inputs
 from socratic_exp.algorithms.vpd.estep import (
     RunningShift,
@@ -55,6 +55,7 @@ from socratic_exp.algorithms.vpd.estep import (
     implicit_rewards,
     side_means,
 )
+from socratic_exp.distributed import summed
 from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:
