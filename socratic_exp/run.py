@@ -7,13 +7,8 @@ what went wrong; a single run then exits non-zero, while in ``-m`` the sweep goe
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
 import sys
-import threading
-import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,45 +26,28 @@ from socratic_exp.console import (
     quiet_console,
     redact_logs,
 )
-from socratic_exp.errors import NO_VALUE, ConfigError, UserError
-from socratic_exp.hydra_support import typed_key
+from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.lifecycle import as_typed, check_resume, record_failure, sigterm_as_interrupt
 from socratic_exp.loggers.base import Logger, RunInfo
 from socratic_exp.run_folder import (
     MetricsFile,
     MetricsSink,
     RunRecord,
-    is_run_folder,
-    is_secret_key,
     redact,
     redact_overrides,
+    run_name,
     scrub_hydra_files,
     secret_values,
 )
 from socratic_exp.teachers.none import NoTeacher
 
 log = logging.getLogger("socratic_exp")
-NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run", "verbose")  # in the name, or no setting
 
 
 def run_job(cfg: DictConfig) -> float | None:
     # a sweep's job: the launcher prints its start and end, the job's own lines go to its log file
     with quiet_console(HydraConfig.get().mode == RunMode.MULTIRUN), sigterm_as_interrupt():
         return _run_job(cfg)
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's time limit, a cancelled job, ``kill``) ends the run as Ctrl-C does: recorded as
-    interrupted and resumable, its temporary files removed and its warm-start lock freed, where the default action
-    would end the process on the spot with its summary left at ``running``."""
-    if threading.current_thread() is not threading.main_thread():  # signal handlers belong to the main thread
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_job(cfg: DictConfig) -> float | None:
@@ -99,7 +77,7 @@ def _run_job(cfg: DictConfig) -> float | None:
             components = build_components(cfg, choices)
         except ConfigError as err:
             raise as_typed(err, cfg) from None
-        _check_resume(cfg, run_dir, multirun)
+        check_resume(cfg, run_dir, multirun)
         if cfg.dry_run:
             print(f"config OK: {' '.join(f'{g}={c}' for g, c in choices.items())}")
             return None
@@ -111,89 +89,13 @@ def _run_job(cfg: DictConfig) -> float | None:
         record.save()
         return Experiment(cfg, components, record, run_dir, overrides, multirun, is_main).run()
     except KeyboardInterrupt as err:
-        _fail(record, run_dir, config, overrides, err, "interrupted")
+        record_failure(record, run_dir, config, overrides, err, "interrupted")
         sys.exit(130)
     except Exception as err:  # report every failure the same way; bugs keep their traceback in summary.json
-        _fail(record, run_dir, config, overrides, err, "failed")
+        record_failure(record, run_dir, config, overrides, err, "failed")
         if multirun:
             return None
         sys.exit(2 if isinstance(err, UserError) else 1)
-
-
-def _fail(
-    record: RunRecord | None, run_dir: Path, config: Any, overrides: list[str], err: BaseException, status: str
-) -> None:
-    if record is None:
-        record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides, writes=distributed.is_main())
-    if not isinstance(err, UserError | KeyboardInterrupt):
-        record.data["traceback"] = traceback.format_exc()
-    # A bad attempt to resume a completed run must not mark that run failed.
-    if record.previous.get("status") != "completed":
-        record.fail(err, status=status)
-    prefix = "" if distributed.is_main() else f"[rank {distributed.rank()}] "  # the same error from every rank
-    if isinstance(err, UserError):
-        print(f"{prefix}error: {err}", file=sys.stderr)
-    elif isinstance(err, KeyboardInterrupt):
-        print(f"interrupted: the run folder {run_dir} can be resumed with resume={run_dir}", file=sys.stderr)
-    else:
-        first_line = (str(err).strip().splitlines() or [""])[0][:300]
-        print(
-            f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})",
-            file=sys.stderr,
-        )
-
-
-def as_typed(err: ConfigError, cfg: DictConfig) -> ConfigError:
-    """``err`` reported under the key the user typed: a value passed on by interpolation (the run's ``seed`` as
-    ``teacher.seed``) is set, and fixed, where it was typed."""
-    typed = typed_key(cfg, err.key)
-    if typed == err.key:
-        return err
-    prefix = f"{err.key}: " if err.value is NO_VALUE else f"{err.key}={err.value!r}: "
-    problem = err.message.removeprefix(prefix)
-    fix = err.fix.replace(f"{err.key}=", f"{typed}=") if err.fix else None
-    return ConfigError(typed, err.value, f"{problem} (passed on to {err.key})", fix)
-
-
-def _check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None:
-    resume = cfg.get("resume")
-    if resume in (None, "auto"):
-        return
-    if multirun:  # resume names the sweep folder; each job continues in its own job folder
-        if run_dir.parent.resolve() != Path(str(resume)).resolve():
-            raise ConfigError(
-                "resume",
-                resume,
-                "is not a sweep folder (no multirun.yaml)",
-                "pass an outputs/multirun/<date>/<time> folder or resume=auto",
-            )
-        return
-    if not Path(str(resume)).is_dir():
-        raise ConfigError(
-            "resume", resume, "is not a run folder", "pass an existing outputs/<date>/<time> folder or resume=auto"
-        )
-    if not is_run_folder(resume):  # the resolver gave the run a fresh folder: nothing was written into this one
-        raise ConfigError(
-            "resume",
-            resume,
-            "is not a run folder (no summary.json or .hydra/); nothing was written into it",
-            "pass an outputs/<date>/<time> folder or resume=auto",
-        )
-    if Path(str(resume)).resolve() != run_dir.resolve():  # pragma: no cover - the resolver guarantees it
-        raise ConfigError("resume", resume, f"resolved to another folder ({run_dir})")
-
-
-def run_name(choices: dict[str, str], overrides: list[str]) -> str:
-    """A readable run name: the algorithm, task and model, then the overrides that distinguish the run, with their
-    secrets redacted (the name reaches summary.json, W&B and TRL's pickled ``run_name``)."""
-
-    def distinguishes(override: str) -> bool:
-        key = override.split("=", 1)[0].lstrip("+~")
-        return key not in NAME_SKIPPED_KEYS and not key.startswith("logger") and not is_secret_key(key)
-
-    shown = [o for o in redact_overrides(overrides) if distinguishes(o)]
-    base = f"{choices.get('algorithm')}-{choices.get('task')}-{choices.get('model')}"
-    return (base + ("|" + ",".join(shown) if shown else ""))[:128]
 
 
 class Experiment:
@@ -225,7 +127,7 @@ class Experiment:
         from transformers import set_seed
         from transformers.trainer_utils import get_last_checkpoint
 
-        from socratic_exp.algorithms.base import RunContext
+        from socratic_exp.assembly import build_trainer, workbench
         from socratic_exp.callbacks import (
             TRAIN_SECONDS,
             CollapseGuard,
@@ -237,7 +139,6 @@ class Experiment:
         )
         from socratic_exp.evaluation import Evaluator
         from socratic_exp.plots import plot_learning_curves
-        from socratic_exp.tasks.base import render_splits
 
         c, cfg = self.c, self.cfg
         if not self.verbose:  # datasets' "Map: 100%" and transformers' "Writing model shards" bars
@@ -273,13 +174,10 @@ class Experiment:
             )
         try:
             c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
-            splits = c.task.build()
-            student = c.model.load(c.task)
-            c.teacher.attach(c.task, student)
+            bench = workbench(c)
+            student = bench.student
             assistant = None if isinstance(c.teacher, NoTeacher) else c.teacher
-            evaluator = Evaluator(c.task, splits["eval"], c.eval, assistant)
-            # the same rendering as evaluation's: chat messages (system + user) or the plain prompt
-            data = render_splits(splits, c.task.instruction(), student.chat)
+            evaluator = Evaluator(c.task, bench.splits["eval"], c.eval, assistant)
             guard = CollapseGuard(
                 cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
             )
@@ -297,18 +195,15 @@ class Experiment:
                 PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard, clock),
                 SamplerStateCallback(c.sampler),
             ]
-            ctx = RunContext(
-                components=c,
-                data=data,
-                student=student,
-                run_dir=self.run_dir,
+            trainer = build_trainer(
+                bench,
+                self.run_dir,
                 run_name=name,
                 seed=cfg.seed,
                 callbacks=callbacks,
                 report_to=c.logger.report_to() if self.is_main else [],
                 sink=sink,
             )
-            trainer = c.algorithm.build_trainer(ctx)
             self.record.update(launch=distributed.launch_layout(trainer))
             self._console_callbacks(trainer)
             trainer.train(resume_from_checkpoint=checkpoint)

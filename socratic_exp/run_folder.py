@@ -367,3 +367,19 @@ class RunRecord:
         if getattr(error, "fix", None):
             self.data["error"]["fix"] = error.fix
         self.update(status=status, objective=None)
+
+
+NAME_SKIPPED_KEYS = ("algorithm", "task", "model", "resume", "dry_run", "verbose")  # in the name, or no setting
+
+
+def run_name(choices: dict[str, str], overrides: list[str]) -> str:
+    """A readable run name: the algorithm, task and model, then the overrides that distinguish the run, with their
+    secrets redacted (the name reaches summary.json, W&B and TRL's pickled ``run_name``)."""
+
+    def distinguishes(override: str) -> bool:
+        key = override.split("=", 1)[0].lstrip("+~")
+        return key not in NAME_SKIPPED_KEYS and not key.startswith("logger") and not is_secret_key(key)
+
+    shown = [o for o in redact_overrides(overrides) if distinguishes(o)]
+    base = f"{choices.get('algorithm')}-{choices.get('task')}-{choices.get('model')}"
+    return (base + ("|" + ",".join(shown) if shown else ""))[:128]

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from socratic_exp.components import build_components
 from socratic_exp.errors import ConfigError
 from socratic_exp.hydra_support import compose, typed_key
-from socratic_exp.run import as_typed
+from socratic_exp.lifecycle import as_typed
 
 
 def test_typed_key_follows_interpolations_through_chains_and_oc_select():

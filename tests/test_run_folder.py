@@ -7,8 +7,7 @@ import json
 import pytest
 
 from socratic_exp.hydra_support import find_interrupted_run
-from socratic_exp.run import run_name
-from socratic_exp.run_folder import REDACTED, MetricsFile, RunRecord, redact
+from socratic_exp.run_folder import REDACTED, MetricsFile, RunRecord, redact, run_name
 
 
 def test_metrics_file_truncates_after_a_step(tmp_path):
