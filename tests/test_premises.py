@@ -12,13 +12,13 @@ import pytest
 from socratic_exp.models.tiny.shipped import shipped_students
 from socratic_exp.premises import PROMISES, _line_starts, _pearson
 
-# Premises the design did not reach on the default student (README, "The embedded testbed"): held to failing, so
-# that the README's statement is revisited when a rebuilt student reaches them.
+# Premises the design did not reach on the default student (docs/testbed.md): held to failing, so
+# that the statement is revisited when a rebuilt student reaches them.
 NOT_REACHED = {"socraticpo/guidance_gain"}
 # How far a figure measured on another CPU may stand from the manifest's, relative to max(1, |figure|): a few of 400
 # answers (0.01 of a rate, 0.1 nat of a 10-nat margin). Re-measured here with torch, oneDNN and MKL capped to AVX2 or
 # to their baseline kernels (benchmarks/cross_cpu.py), no answer changed and no figure moved by 1e-4; a different
-# student moves them by ten times this (README, "Across warm-start seeds").
+# student moves them by ten times this (docs/testbed.md, "Across warm-start seeds").
 CROSS_CPU_TOLERANCE = 0.01
 STUDENTS = {student.name: student for student in shipped_students()}
 EVIDENCE = [student for name, student in STUDENTS.items() if name.startswith("evidence-")]
@@ -37,8 +37,8 @@ def test_premise_the_design_did_not_reach_is_still_short_on_the_default_student(
 
 @pytest.mark.parametrize("promise", PROMISES, ids=lambda p: p.key)
 def test_premise_holds_over_the_five_evidence_students(promise):
-    """The evidence sweep's premise: the level holds on the mean of its five students (the README's premises table
-    gives their spread, which a single build would hide)."""
+    """The evidence sweep's premise: the level holds on the mean of its five students (the premises table of
+    docs/testbed.md gives their spread, which a single build would hide)."""
     values = [student.premise_figures[promise.key] for student in EVIDENCE]
     assert len(values) == 5
     assert statistics.fmean(values) >= promise.at_least, f"{promise.key}: {values}"
@@ -58,7 +58,7 @@ def default_measured_here():
 @pytest.mark.slow
 def test_the_shipped_default_student_measures_here_as_its_manifest_says(default_measured_here):
     """The same weights give the same figures on any CPU, to the few answers that float32 kernels of another CPU
-    may flip (the tolerance: README, "The embedded testbed")."""
+    may flip (the tolerance: docs/testbed.md)."""
     shipped = STUDENTS["default"].premise_figures
     assert set(default_measured_here) == set(shipped)
     off = {key: (value, shipped[key]) for key, value in default_measured_here.items()

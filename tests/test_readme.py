@@ -1,4 +1,5 @@
-"""Every single-run command the README shows composes and validates (a cookbook that errors is a bug)."""
+"""Every single-run command the README and the documentation pages (docs/*.md) show composes and validates (a
+cookbook that errors is a bug)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,23 @@ from socratic_exp.errors import ConfigError
 NOT_CHECKABLE = ("--help", "--cfg", "resume=outputs", "$", "<")
 
 
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_commands() -> list[list[str]]:
+    """The app's commands in the README and the docs pages, each once (docs/index.md repeats the cookbook)."""
     commands = []
-    for line in (ROOT / "README.md").read_text().splitlines():
+    lines = [line for path in DOCUMENTS for line in path.read_text().splitlines()]
+    for line in lines:
         match = re.search(r"python -m socratic_exp(?![.\w])(.*)", line)  # the app, not its .report / .premises
         if not match or "`" in line[: match.start()]:  # prose that mentions a command inline
             continue
         words = shlex.split(match.group(1).split("#", 1)[0].split("&&", 1)[0], posix=True)
         if any(flag in word for word in words for flag in NOT_CHECKABLE):
             continue
-        commands.append([w for w in words if w not in ("-m", "--multirun")])
+        command = [w for w in words if w not in ("-m", "--multirun")]
+        if command not in commands:
+            commands.append(command)
     return commands
 
 
@@ -33,6 +41,7 @@ COMMANDS = readme_commands()
 
 def test_the_readme_shows_commands():
     assert len(COMMANDS) >= 20
+    assert len(DOCUMENTS) > 10, "the docs pages are read too"
 
 
 @pytest.mark.parametrize("overrides", COMMANDS, ids=[" ".join(c) or "(default)" for c in COMMANDS])
