@@ -452,6 +452,11 @@ def interrupt_when_orphaned(parent: int, poll_seconds: float = 1.0, launcher: in
             time.sleep(poll_seconds)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # A process started with SIGINT ignored (a sweep run in the background of a script, a parent that ignores it)
+    # would ignore the watcher's interrupt too: this process takes it as Ctrl-C whatever it inherited.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     watcher = threading.Thread(target=watch, name="exit-with-sweep", daemon=True)
     watcher.start()
     return watcher

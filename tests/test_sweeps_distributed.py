@@ -168,7 +168,8 @@ def test_the_slurm_job_path_runs_an_accelerate_launch_of_2_processes(tmp_path):
 
 def test_a_rank_is_interrupted_when_the_sweep_dies_though_its_launch_tool_lives_on(tmp_path):
     """sweep -> launch tool -> rank: the sweep is SIGKILLed, the tool (the rank's parent) stays; the rank, watching
-    the sweep's pid, interrupts itself. The sweep is left a zombie (not reaped) meanwhile: it counts as dead."""
+    the sweep's pid, interrupts itself. The sweep is left a zombie (not reaped) meanwhile: it counts as dead. The
+    rank inherited SIGINT ignored and still takes the interrupt (before, it slept on and this test failed)."""
     marker = tmp_path / "interrupted"
     rank = textwrap.dedent(f"""
         import os, time
@@ -178,17 +179,19 @@ def test_a_rank_is_interrupted_when_the_sweep_dies_though_its_launch_tool_lives_
         try:
             time.sleep(60)
         except KeyboardInterrupt:
-            open({str(marker)!r}, "w").write("KeyboardInterrupt")
+            with open({str(marker)!r}, "w") as handle:
+                handle.write("KeyboardInterrupt")
     """)
     tool = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {rank!r}]).wait()"
-    sweep = (f"import os, subprocess, sys, time; os.environ['SWEEP'] = str(os.getpid()); "
+    # the sweep ignores SIGINT, as a command run in the background of a script does, and its children inherit that
+    sweep = (f"import os, signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+             f"os.environ['SWEEP'] = str(os.getpid()); "
              f"subprocess.Popen([sys.executable, '-c', {tool!r}], start_new_session=True); time.sleep(60)")  # fmt: skip
     process = subprocess.Popen([sys.executable, "-c", sweep], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline() == "ready\n"
     process.kill()
-    for _ in range(200):
-        if marker.is_file() and marker.read_text():
-            break
+    deadline = time.monotonic() + 60  # a bound for a loaded machine (the rank polls every 0.05 s), not a timing
+    while time.monotonic() < deadline and not (marker.is_file() and marker.read_text()):
         time.sleep(0.05)
     process.wait()
     assert marker.read_text() == "KeyboardInterrupt"
