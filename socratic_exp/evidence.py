@@ -5,7 +5,7 @@ per run) and writes ``scoreboard.md``, ``scoreboard.csv``, ``scoreboard_arms.csv
 plot of the paired differences) and ``evidence_curves.png`` (held-out accuracy against the step and against the
 training time, mean over seeds per arm).
 
-Each claim (``CLAIMS``, data: the README's table can be generated from it) says arm A beats arm B (``better``) or
+Each claim (``CLAIMS``, data: the evidence page's table can be generated from it) says arm A beats arm B (``better``) or
 does no worse (``not_worse``). Its number is the mean over seeds of A's final ``eval/greedy_acc`` minus B's, paired
 by seed, with a 95% t-interval. B is read at A's final step (equal rollouts: every arm spends ``batch_size``
 rollouts per step), which for the grpo arm, trained 3x longer, is an evaluation in the middle of its run; against
@@ -291,7 +291,7 @@ def _signed(value: float) -> str:
 
 
 def claims_markdown(claims: Sequence[Claim] = CLAIMS) -> str:
-    """The claims as a table (for the README)."""
+    """The claims as a table (for docs/evidence.md)."""
     rows = [[f"`{c.id}`", c.source, c.statement, f"`{c.a}` {'>' if c.kind == 'better' else '>='} `{c.b}`"]
             for c in claims]  # fmt: skip
     return markdown_table(["claim", "source", "statement", "arms"], rows)

@@ -4,7 +4,7 @@ The block is torch- and peft-free: composing a config imports neither. ``r: 0`` 
 every shipped model option: the papers fine-tune all weights, and the ``experiment=`` overlays' learning rates are
 full-fine-tuning ones). With ``r > 0`` the run hands ``peft_config()`` to TRL's trainer (``peft_config=``), which wraps
 the student with ``peft.get_peft_model``; what each algorithm then does with the adapters (reference model, teacher,
-distillers) is in ``socratic_exp/models/adapters.py`` and the README's LoRA section.
+distillers) is in ``socratic_exp/models/adapters.py`` and docs/real-models.md (its LoRA section).
 """
 
 from __future__ import annotations

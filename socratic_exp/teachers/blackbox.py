@@ -322,12 +322,12 @@ class BlackboxTeacher(Teacher):
         except openai.NotFoundError:
             raise UserError(
                 f"{where} does not serve model {self.model!r}{await self._served_models()}",
-                "set teacher.model to a served model, or serve it (see the README)",
+                "set teacher.model to a served model, or serve it (see docs/teachers.md)",
             ) from None
         except openai.APIConnectionError as err:
             raise UserError(
                 f"{where} is unreachable ({_describe(err)})",
-                "start the server (README: `vllm serve ...`) or fix teacher.base_url",
+                "start the server (docs/teachers.md: `vllm serve ...`) or fix teacher.base_url",
             ) from None
         except openai.APIStatusError as err:
             raise UserError(f"{where} answered HTTP {err.status_code} to a test request ({_describe(err)})") from None

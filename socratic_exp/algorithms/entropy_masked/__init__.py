@@ -39,7 +39,7 @@ generation batch), averaged per logging step like TRL's metrics, reaching ``metr
 code), ``entropy_mask/entropy_p50|p80|p90|p99`` over all completion tokens, and the mean entropy of the kept and
 dropped tokens. At each log, the ``forking_tokens`` highest-entropy tokens of the latest batch go, in context, to
 the ``forking_tokens`` table (``<run folder>/forking_tokens.jsonl`` and W&B), through the run's metrics sink.
-Deviations from the paper and the official code: the README's section.
+Deviations from the paper and the official code: docs/entropy-masking.md.
 
 **Composing it with another algorithm** (e.g. ``algorithm=socraticpo``):
 

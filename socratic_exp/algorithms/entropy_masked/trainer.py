@@ -94,7 +94,7 @@ class EntropyMaskMixin:
         The entropies come from one no-grad forward pass of the policy that generated the batch (TRL's loss computes
         them per loss call only, too late to rank across calls). The ranking therefore uses the rollout policy's
         entropies for every optimizer step of the batch; Eq. 5 takes them from the policy being trained, which
-        differs from the rollout policy after the batch's first optimizer step (README, deviations)."""
+        differs from the rollout policy after the batch's first optimizer step (docs/entropy-masking.md, deviations)."""
         entropies = []
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             for part in slices:

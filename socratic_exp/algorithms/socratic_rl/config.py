@@ -2,7 +2,7 @@
 is put together around TRL's GRPOTrainer (the loop, its callback, the reward hook). Torch-free: the trainer is
 imported inside ``trainer_base``.
 
-No public code exists for this paper; the choices are ours and are listed in the README's "Deviations from the
+No public code exists for this paper; the choices are ours and are listed in docs/socratic-rl.md's "Deviations from the
 paper" table. The phases of Algorithm 1 and where they live:
 
 1. **Student interaction** (``trainer.SocraticRLTrainer``): the active viewpoints V are put in front of every

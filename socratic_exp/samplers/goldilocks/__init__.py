@@ -18,5 +18,5 @@ Which file holds what:
 - ``sampler.py``: the runtime, the torch ``Sampler`` the trainer iterates (lazy batch choice, feedback, background
   refits, metrics, resume state).
 
-Every difference from the paper is in the README's "Deviations from the paper" table (Goldilocks section).
+Every difference from the paper is in the "Deviations from the paper" table of docs/goldilocks.md.
 """
