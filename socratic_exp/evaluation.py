@@ -109,9 +109,10 @@ def generate(
     devices = [model.device] if model.device.type == "cuda" else []
     # FSDP2 gathers each layer's shards in its forward, a collective: the processes step together until the last
     # one is done (transformers' synced_gpus, which it switches on for ZeRO-3 and its own FSDP only)
-    synced = world_size() > 1 and is_sharded(model)
+    sharded = is_sharded(model)
+    synced = sharded and world_size() > 1
     # FSDP2 writes the gathered weights into buffers that inference mode would mark read-only for later steps
-    no_grad = torch.no_grad if is_sharded(model) else torch.inference_mode
+    no_grad = torch.no_grad if sharded else torch.inference_mode
     try:
         with full_parameters(model), torch.random.fork_rng(devices=devices, enabled=seed is not None):
             if seed is not None:
