@@ -2,8 +2,8 @@
 
 TRL's per-step dictionaries (40-100 metrics each) go to ``metrics.jsonl``, W&B and the run's log file, not the
 terminal (``verbose=true`` brings TRL's own printing back). The progress line shows step / total, elapsed and
-remaining time, the training reward (moving mean), the method's own key signal (``METHOD_SIGNALS``, read from the
-metric names, so no method code is imported) and the latest held-out score. On a terminal it is a live ``tqdm``
+remaining time, the training reward (moving mean), the method's own key signal (its ``telemetry.SIGNALS``, shown
+once the run logs its metrics) and the latest held-out score. On a terminal it is a live ``tqdm``
 line; elsewhere (a file, a SLURM log, a captured pipe) a plain line every tenth of the run. In a sweep the jobs'
 progress goes to their log files only: the launcher prints one line per job start and end.
 
@@ -189,20 +189,14 @@ def _number_in(text: str) -> int:
     return int(digits) if digits else -1
 
 
-# A metric-name prefix that identifies a method's telemetry -> what the progress line shows for it. The names are
-# those the methods log (socraticpo/*, entropy_mask/*, sampler/* of the Goldilocks sampler, self_distillation/* of
-# SDPO and VPD, socratic_rl/*); a prefix not logged by a run shows nothing.
-METHOD_SIGNALS: dict[str, tuple[Signal, ...]] = {
-    "socraticpo/": (
-        Signal("unassisted", "socraticpo/unassisted_acc"),
-        Signal("guided", "socraticpo/guided_acc/step*"),
-        Signal("attempts", "socraticpo/attempts_per_rollout", 1),
-    ),
-    "entropy_mask/": (Signal("kept", "entropy_mask/kept_fraction"),),
-    "sampler/updates": (Signal("zero-var", "sampler/zero_variance_share"),),  # the Goldilocks sampler's counter
-    "self_distillation/": (Signal("margin", "self_distillation/reward_margin", 3),),
-    "socratic_rl/": (Signal("|V|", "socratic_rl/active", 0), Signal("utility", "socratic_rl/utility_mean", 3)),
-}
+def method_signals() -> dict[str, tuple[Signal, ...]]:
+    """A metric-name prefix -> what the progress line shows once a metric with it is logged: every method's
+    ``telemetry.SIGNALS`` (``socratic_exp.methods``); a prefix not logged by a run shows nothing."""
+    from socratic_exp.methods import method_modules
+
+    return {
+        prefix: signals for m in method_modules("telemetry") for prefix, signals in getattr(m, "SIGNALS", {}).items()
+    }
 
 
 def _format_duration(seconds: float) -> str:
@@ -269,7 +263,7 @@ class ProgressDisplay:
         self._dirty = True
 
     def _find_signals(self, metrics: Iterable[str]) -> None:
-        for prefix, signals in METHOD_SIGNALS.items():
+        for prefix, signals in method_signals().items():
             if any(key.startswith(prefix) for key in metrics):
                 self.signals += [s for s in signals if s not in self.signals]
 

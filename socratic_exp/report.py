@@ -1,6 +1,6 @@
 """Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``; one run folder: its own page.
 
-``--scoreboard``: the evidence sweep's claims, one row each (``socratic_exp.evidence``).
+``--scoreboard``: the evidence sweep's claims, one row each (``socratic_exp.study.evidence``).
 
 A single run folder gets ``report.md`` and PNGs in that folder (``write_run_report``): the before/after table,
 learning curves, the method's own telemetry (picked by the metric names it logged) and sample completions with
@@ -22,92 +22,24 @@ job) and the benchmarks' own sweep reports.
 from __future__ import annotations
 
 import argparse
-import csv
-import functools
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from socratic_exp.study.curves import mean_line, plot_learning_curves, pyplot, save
+from socratic_exp.study.runs import Run, find_runs, natural_key
+from socratic_exp.study.tables import format_mean_std, markdown_table, mean_std, signed, write_csv
+
 SKIPPED_KEYS = ("seed", "resume", "dry_run")  # not what tells variants apart
 STEP_KEY = "train/global_step"  # the x axis of W&B's panels (the run logs it with every metric)
-
-
-@dataclass
-class Run:
-    """One run folder."""
-
-    path: Path
-    summary: dict[str, Any]
-
-    @property
-    def status(self) -> str:
-        return str(self.summary.get("status", "unknown"))
-
-    @property
-    def overrides(self) -> dict[str, str]:
-        """``key=value`` overrides as a dict (``+``/``~`` prefixes dropped), Hydra's own and ``resume`` aside."""
-        pairs = (o.split("=", 1) for o in self.summary.get("overrides", []) if "=" in o)
-        return {key.lstrip("+~"): value for key, value in pairs if not key.startswith("hydra")}
-
-    @property
-    def objective_key(self) -> str:
-        return str((self.summary.get("config") or {}).get("objective") or "objective")
-
-    @functools.cached_property
-    def records(self) -> list[dict[str, Any]]:
-        """``metrics.jsonl``: one dict per logged step."""
-        path = self.path / "metrics.jsonl"
-        if not path.is_file():
-            return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-    def value(self, metric: str) -> float | None:
-        """A final value: ``<metric> gain`` (final - before training), a final evaluation metric, the last
-        training log, or a top-level summary field (``wall_time_s``, ``steps``)."""
-        if metric.endswith(" gain"):
-            base = metric.removesuffix(" gain")
-            after, before = self.value(base), (self.summary.get("initial") or {}).get(base)
-            return after - before if after is not None and before is not None else None
-        for source in (self.summary.get("final") or {}, self.summary.get("train") or {}, self.summary):
-            found = source.get(metric)
-            if isinstance(found, int | float) and not isinstance(found, bool):
-                return float(found)
-        return None
-
-
-def find_runs(paths: Iterable[Path]) -> list[Run]:
-    """The run folders in ``paths``: each a run folder (with ``summary.json``) or a folder holding some (a sweep
-    folder, or ``outputs/``); hidden folders (``.submitit``, ``.hydra``) and checkpoints are not searched."""
-    found: dict[Path, Run] = {}
-    for path in paths:
-        candidates = [path / "summary.json"] if (path / "summary.json").is_file() else _summaries_under(path)
-        for summary_file in candidates:
-            run_dir = summary_file.parent.resolve()
-            found.setdefault(run_dir, Run(run_dir, json.loads(summary_file.read_text())))
-    return sorted(found.values(), key=lambda run: _natural_key(run.path))
-
-
-def _summaries_under(root: Path) -> list[Path]:
-    summaries = []
-    for folder, subfolders, files in os.walk(root):
-        subfolders[:] = [s for s in subfolders if not s.startswith(".") and s not in ("checkpoints", "wandb")]
-        if "summary.json" in files:
-            summaries.append(Path(folder) / "summary.json")
-            subfolders[:] = []
-    return summaries
-
-
-def _natural_key(path: Path) -> tuple[Any, ...]:
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts)
 
 
 def swept_keys(runs: Sequence[Run]) -> list[str]:
@@ -120,43 +52,6 @@ def swept_keys(runs: Sequence[Run]) -> list[str]:
 
 def variant_of(run: Run, keys: Sequence[str]) -> str:
     return " ".join(f"{key}={run.overrides.get(key, '-')}" for key in keys) or "all runs"
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
-    """Mean, sample standard deviation (nan for one value) and count; (nan, nan, 0) for none."""
-    if not values:
-        return math.nan, math.nan, 0
-    std = statistics.stdev(values) if len(values) > 1 else math.nan
-    return statistics.fmean(values), std, len(values)
-
-
-def format_mean_std(values: Sequence[float], signed: bool = False, digits: int = 3) -> str:
-    """``0.598 +- 0.007`` (the value alone for one value, ``-`` for none)."""
-    mean, std, n = mean_std(values)
-    if not n:
-        return "-"
-    shown = f"{mean:{'+' if signed else ''}.{digits}f}"
-    return shown if n == 1 else f"{shown} +- {std:.{digits}f}"
-
-
-def mean_curve(
-    runs: Sequence[Sequence[dict[str, Any]]], metric: str, window: int = 1
-) -> tuple[list[int], list[float], list[float]]:
-    """A metric's mean and std over runs at each step every run logged it, each smoothed by a trailing moving
-    average over ``window`` of those steps."""
-    by_step: dict[int, list[float]] = defaultdict(list)
-    for records in runs:
-        for record in records:
-            if record.get(metric) is not None:
-                by_step[record["step"]].append(record[metric])
-    steps = sorted(step for step, values in by_step.items() if len(values) == len(runs))
-    means = [statistics.fmean(by_step[step]) for step in steps]
-    stds = [statistics.stdev(by_step[step]) if len(runs) > 1 else 0.0 for step in steps]
-
-    def smooth(values: list[float]) -> list[float]:
-        return [statistics.fmean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
-
-    return steps, smooth(means), smooth(stds)
 
 
 def default_metrics(runs: Sequence[Run]) -> list[str]:
@@ -206,12 +101,6 @@ def comparison_rows(variants: Sequence[Variant], metrics: Sequence[str]) -> list
     return rows
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def comparison_markdown(variants: Sequence[Variant], metrics: Sequence[str]) -> str:
     header = ["variant", "n", "failed", *metrics]
     rows = [
@@ -222,42 +111,24 @@ def comparison_markdown(variants: Sequence[Variant], metrics: Sequence[str]) -> 
     return markdown_table(header, rows)
 
 
-def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    columns: dict[str, None] = {}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot_curves(variants: Sequence[Variant], curves: Sequence[str], path: Path) -> Path | None:
     """One panel per metric, one line per variant: the mean over its runs with a +- std band."""
     plotted = [m for m in curves if any(m in r for v in variants for run in v.runs for r in run.records)]
     if not plotted:
         return None
-    from socratic_exp.plots import pyplot
-
-    plt = pyplot()
-    figure, axes = plt.subplots(1, len(plotted), figsize=(5.5 * len(plotted), 4), squeeze=False)
+    figure, axes = pyplot().subplots(1, len(plotted), figsize=(5.5 * len(plotted), 4), squeeze=False)
     for ax, metric in zip(axes[0], plotted, strict=True):
         for index, variant in enumerate(v for v in variants if v.runs):
             logs = max(sum(metric in r for r in run.records) for run in variant.runs)
-            steps, means, stds = mean_curve([run.records for run in variant.runs], metric, max(1, logs // 20))
-            if not steps:
-                continue
-            color = f"C{index % 10}"
-            ax.plot(steps, means, marker="o" if logs <= 20 else None, color=color,
-                    label=f"{variant.name} (n={len(variant.runs)})")  # fmt: skip
-            ax.fill_between(steps, [m - s for m, s in zip(means, stds, strict=True)],
-                            [m + s for m, s in zip(means, stds, strict=True)], color=color, alpha=0.15)  # fmt: skip
+            label = f"{variant.name} (n={len(variant.runs)})"
+            style = {"marker": "o" if logs <= 20 else None, "color": f"C{index % 10}"}
+            mean_line(
+                ax, [r.records for r in variant.runs], metric, label, window=max(1, logs // 20), band=True, **style
+            )
         ax.set(title=metric, xlabel="step")
         ax.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path) -> Path | None:
@@ -265,13 +136,10 @@ def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path)
     shown = [m for m in metrics if any(v.values(m) for v in variants)]
     if not shown:
         return None
-    from socratic_exp.plots import pyplot
-
-    plt = pyplot()
     columns = min(3, len(shown))
     rows = math.ceil(len(shown) / columns)
     height = 0.8 + 0.35 * len(variants)
-    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, height * rows), squeeze=False)
+    figure, axes = pyplot().subplots(rows, columns, figsize=(5.2 * columns, height * rows), squeeze=False)
     labels = [f"{v.name} (n={len(v.values(shown[0]))})" for v in variants]
     for index, ax in enumerate(axes.flat):
         if index >= len(shown):
@@ -286,9 +154,7 @@ def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path)
         ax.invert_yaxis()
         ax.set_title(shown[index], fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 @dataclass
@@ -386,7 +252,7 @@ def write_run_report(run: Run, out_dir: Path | None = None) -> list[Path]:
     """The page of one run, in its folder (or ``out_dir``): ``report.md`` with the before/after table, the
     learning curves, the method's own telemetry plots (chosen by the metric names the run logged) and a sample of
     completions with their verdicts and teacher guidance. Returns the files written."""
-    from socratic_exp import plots
+    from socratic_exp.methods import method_modules
 
     out = out_dir or run.path
     out.mkdir(parents=True, exist_ok=True)
@@ -409,22 +275,10 @@ def write_run_report(run: Run, out_dir: Path | None = None) -> list[Path]:
                   f"{collapse['restored_step']} are the final model.", ""]  # fmt: skip
     files = [out / "report.md"]
     figures: list[tuple[str, Path | None]] = [
-        ("Learning curves", plots.plot_learning_curves(records, out / "learning_curves.png"))
+        ("Learning curves", plot_learning_curves(records, out / "learning_curves.png"))
     ]
-    rho = (config.get("algorithm") or {}).get("entropy_mask") or {}
-    rho = rho.get("rho") if isinstance(rho, dict) else None
-    if rho is None and (config.get("algorithm") or {}).get("rho") is not None:
-        rho = config["algorithm"]["rho"]
-    figures += [
-        ("SocraticPO: correction rate by attempt", plots.plot_socraticpo(records, out / "telemetry_socraticpo.png")),
-        ("Entropy mask: token entropy and the kept threshold",
-         plots.plot_entropy_mask(records, rho, out / "telemetry_entropy_mask.png")),
-        ("Goldilocks: predicted vs realised utility", plots.plot_goldilocks(records, out / "telemetry_goldilocks.png")),
-        ("VPD: E-step telemetry", plots.plot_prefixed(records, "vpd/", "VPD E-step", out / "telemetry_vpd.png")),
-        ("Self-distillation telemetry", plots.plot_prefixed(
-            records, "self_distillation/", "self-distillation", out / "telemetry_self_distillation.png")),
-        ("Socratic-RL: viewpoint timeline", plots.plot_viewpoints(records, out / "telemetry_viewpoints.png")),
-    ]  # fmt: skip
+    for method in method_modules("telemetry"):  # each method's own plots, of the metrics it logged
+        figures += method.figures(records, config, out)
     for title, figure in figures:
         if figure is not None:
             lines += [f"## {title}", "", f"![{figure.stem}]({figure.name})", ""]
@@ -440,21 +294,20 @@ def before_after_table(summary: dict[str, Any]) -> str:
     keys = [k for k in {**initial, **final} if k.startswith("eval/") and k.count("/") == 1]
     if not keys:
         return "(no evaluation recorded)"
-    rows = [[k, _cell(initial.get(k)), _cell(final.get(k)), _signed(initial.get(k), final.get(k))] for k in keys]
+    rows = [[k, _cell(initial.get(k)), _cell(final.get(k)), _change(initial.get(k), final.get(k))] for k in keys]
     return markdown_table(["metric", "before", "after", "change"], rows)
 
 
-def _signed(before: Any, after: Any) -> str:
-    if isinstance(before, int | float) and isinstance(after, int | float):
-        return f"{after - before:+.4f}"
-    return ""
+def _change(before: Any, after: Any) -> str:
+    both = isinstance(before, int | float) and isinstance(after, int | float)
+    return signed(after - before, digits=4) if both else ""
 
 
 def completion_samples(run_dir: Path) -> list[str]:
     """Markdown sections: the latest training completions with their rewards (TRL's completions table), and the
     latest teacher guidance with the verdict it answered."""
     lines: list[str] = []
-    tables = sorted((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"), key=_natural_key)
+    tables = sorted((run_dir / "checkpoints" / "completions").glob("completions_*.parquet"), key=natural_key)
     if tables:
         import pandas
 
@@ -590,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="also build a W&B report there (after wandb sync)")
     parser.add_argument("--title", help="the W&B report's title")
     parser.add_argument("--scoreboard", action="store_true", help="the evidence sweep's scoreboard instead "
-                        "(sweeps/evidence.yaml: each claim, paired by seed; socratic_exp.evidence)")  # fmt: skip
+                        "(sweeps/evidence.yaml: each claim, paired by seed; socratic_exp.study.evidence)")  # fmt: skip
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -603,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
         return 2
     if args.scoreboard:
-        from socratic_exp.evidence import write_scoreboard
+        from socratic_exp.study.evidence import write_scoreboard
 
         board = write_scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")))
         print(board.markdown)

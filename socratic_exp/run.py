@@ -138,7 +138,7 @@ class Experiment:
             tracker_position,
         )
         from socratic_exp.evaluation import Evaluator
-        from socratic_exp.plots import plot_learning_curves
+        from socratic_exp.study.curves import plot_learning_curves
 
         c, cfg = self.c, self.cfg
         if not self.verbose:  # datasets' "Map: 100%" and transformers' "Writing model shards" bars

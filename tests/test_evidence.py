@@ -14,14 +14,15 @@ from conftest import ROOT, compose
 from socratic_exp import report
 from socratic_exp.callbacks import TRAIN_CLOCK, PeriodicEvalCallback, TrainClock
 from socratic_exp.components import build_components
-from socratic_exp.evidence import CLAIMS, Interval, paired_interval, t_quantile, verdict, write_scoreboard
+from socratic_exp.study.evidence import Interval, claims, paired_interval, t_quantile, verdict, write_scoreboard
+from socratic_exp.study.runs import find_runs
 
 ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
 
 
 # --- the arms and the sweep ------------------------------------------------------------------------------------
 def test_the_claims_name_the_arms_that_exist():
-    named = {arm for claim in CLAIMS for arm in (claim.a, claim.b)}
+    named = {arm for claim in claims() for arm in (claim.a, claim.b)}
     assert named == set(ARMS) and len(ARMS) == 15
     sweep = (ROOT / "sweeps" / "evidence.yaml").read_text()
     assert all(arm in sweep for arm in ARMS)
@@ -191,7 +192,7 @@ def sweep(tmp_path):
 
 def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     out = tmp_path / "out"
-    board = write_scoreboard(report.find_runs([sweep]), out)
+    board = write_scoreboard(find_runs([sweep]), out)
     rows = {row.claim.id: row for row in board.rows}
 
     socraticpo = rows["socraticpo>grpo"]  # diffs 0.01..0.05 against GRPO's step 100
@@ -225,7 +226,7 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
         "scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv", "scoreboard.png", "evidence_curves.png"]  # fmt: skip
     assert all(f.is_file() and f.stat().st_size > 0 for f in board.files)
     table = {r["claim"]: r for r in csv.DictReader((out / "scoreboard.csv").open())}
-    assert len(table) == len(CLAIMS) and table["socraticpo>grpo"]["verdict"] == "reproduced"
+    assert len(table) == len(claims()) and table["socraticpo>grpo"]["verdict"] == "reproduced"
     assert float(table["socraticpo>grpo"]["diff_low"]) == pytest.approx(0.010370, abs=1e-6)
     assert float(table["socraticpo>grpo"]["diff_equal_time"]) == pytest.approx(-0.01)
     arms = {r["arm"]: r for r in csv.DictReader((out / "scoreboard_arms.csv").open())}
@@ -241,7 +242,7 @@ def test_b_is_read_at_as_final_step_and_says_so_when_it_has_no_evaluation_there(
     for seed in range(2):
         make_run(root, 2 * seed, "grpo", seed, [(s, grpo_curve(s), float(s)) for s in range(0, 301, 20)])
         make_run(root, 2 * seed + 1, "goldilocks", seed, [(0, 0.3, 0.0), (90, 0.45 + seed / 100, 90.0)])
-    row = {r.claim.id: r for r in write_scoreboard(report.find_runs([root]), tmp_path / "out").rows}
+    row = {r.claim.id: r for r in write_scoreboard(find_runs([root]), tmp_path / "out").rows}
     goldilocks = row["goldilocks>grpo"]  # GRPO at step 80 (0.38): diffs 0.07, 0.08
     assert goldilocks.b_mean == pytest.approx(0.38) and goldilocks.rollouts.mean == pytest.approx(0.075)
     assert "no evaluation at step 90 (step 80 used)" in goldilocks.notes

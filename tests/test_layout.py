@@ -104,3 +104,74 @@ def test_trainer_modules_import_without_run():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "ok"
+
+
+# --- one folder owns each method ---------------------------------------------------------------------------------
+METHOD_GROUPS = ("algorithms", "samplers")
+BASE_ALGORITHM = "grpo"  # TRL's GRPO, which every algorithm extends: its name is also TRL's loss type and the baseline
+
+
+def method_folders() -> dict[str, Path]:
+    return {
+        folder.name: folder
+        for group in METHOD_GROUPS
+        for folder in sorted((PACKAGE / group).iterdir())
+        if (folder / "__init__.py").is_file()
+    }
+
+
+def method_mentions(source: str, names: list[str]) -> list[tuple[int, str]]:
+    """(line, token) of each mention of a method's option name: in an identifier (any case: ``plot_socraticpo``,
+    ``SOCRATICPO_TEMPLATE``), or written lower-case in a string or comment (a metric prefix ``vpd/``, an option
+    ``sampler=goldilocks``, an arm ``socratic_rl_kl``). A paper's name in prose (SocraticPO, VPD) is a citation."""
+    import io
+    import re
+    import tokenize
+
+    pattern = re.compile(r"(?<![a-z0-9])(" + "|".join(map(re.escape, names)) + ")")
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        text = token.string.lower() if token.type == tokenize.NAME else token.string
+        if token.type in (tokenize.NAME, tokenize.STRING, tokenize.COMMENT) and pattern.search(text):
+            found.append((token.start[0], token.string))
+    return found
+
+
+def test_the_mention_finder_finds_option_names_not_paper_names():
+    source = '''"""SocraticPO and VPD, cited."""
+x = plot_socraticpo(records)  # shows sdpo/ metrics
+KEY = "vpd_dynamic"
+SOCRATICPO_TEMPLATE = "Socratic-RL says"
+y = "entropy_masking"  # not a method: entropy_masked is
+'''
+    found = method_mentions(source, ["socraticpo", "vpd", "sdpo", "entropy_masked"])
+    assert found == [(2, "plot_socraticpo"), (2, "# shows sdpo/ metrics"), (3, '"vpd_dynamic"'),
+                     (4, "SOCRATICPO_TEMPLATE"), (5, "# not a method: entropy_masked is")]  # fmt: skip
+
+
+def test_no_shared_module_names_a_method():
+    """Console, report, study, run, callbacks, teachers, tasks...: what a method is lives in its folder, found there
+    by ``socratic_exp.methods``; so adding a method touches its folder, its YAMLs and its docs page only."""
+    folders = method_folders()
+    assert {"socraticpo", "vpd", "sdpo", "socratic_rl", "entropy_masked", "goldilocks"} <= set(folders)
+    names = [name for name in folders if name != BASE_ALGORITHM]
+    shared = [p for p in PACKAGE.rglob("*.py") if not any(f in p.parents for f in folders.values())]
+    assert len(shared) > 60
+    offenders = {
+        str(path.relative_to(PACKAGE)): mentions
+        for path in shared
+        if (mentions := method_mentions(path.read_text(encoding="utf-8"), names))
+    }
+    assert offenders == {}
+
+
+@pytest.mark.parametrize("kind", ["telemetry", "evidence"])
+def test_the_methods_own_modules_are_found_in_their_folders(kind):
+    from socratic_exp.methods import method_modules
+
+    found = {module.__name__.split(".")[-2] for module in method_modules(kind)}
+    expected = {
+        "telemetry": {"socraticpo", "entropy_masked", "sdpo", "vpd", "socratic_rl", "goldilocks"},
+        "evidence": {"socraticpo", "entropy_masked", "sdpo", "vpd", "socratic_rl", "goldilocks"},
+    }[kind]
+    assert found == expected

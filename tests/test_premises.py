@@ -1,7 +1,7 @@
-"""The embedded testbed's premises (``python -m socratic_exp.premises``): each paper's precondition, at the level the
-design promises (``premises.PROMISES``), on the students that ship with the package. The promises are read from the
-shipped manifests (figures measured on exactly those weights, the same on every machine); a slow test measures the
-default student again here and finds its manifest's figures."""
+"""The embedded testbed's premises (``python -m socratic_exp.study.premises``): each paper's precondition, at the level
+the design promises (each method's ``PROMISES``), on the students that ship with the package. The promises are read
+from the shipped manifests (figures measured on exactly those weights, the same on every machine); a slow test
+measures the default student again here and finds its manifest's figures."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import statistics
 
 import pytest
 
+from socratic_exp.algorithms.entropy_masked.evidence import line_starts
 from socratic_exp.models.tiny.shipped import shipped_students
-from socratic_exp.premises import PROMISES, _line_starts, _pearson
+from socratic_exp.samplers.goldilocks.evidence import pearson
+from socratic_exp.study.premises import promises
+
+PROMISES = promises()
 
 # Premises the design did not reach on the default student (docs/testbed.md): held to failing, so
 # that the statement is revisited when a rebuilt student reaches them.
@@ -48,7 +52,7 @@ def test_premise_holds_over_the_five_evidence_students(promise):
 def default_measured_here():
     from socratic_exp.components import build_components
     from socratic_exp.hydra_support import compose
-    from socratic_exp.premises import measure
+    from socratic_exp.study.premises import measure
 
     manifest = STUDENTS["default"].manifest["premises"]
     components = build_components(compose("algorithm=socraticpo"))  # the default config: the shipped student
@@ -68,7 +72,7 @@ def test_the_shipped_default_student_measures_here_as_its_manifest_says(default_
 
 def test_decisions_are_the_first_token_of_each_line():
     pieces = ["4", "*", "2", "=", "8", "\n", "3", "+", "8", "=", "1", "1", "\n", "A", ":", " ", "1", "1", "\n"]
-    starts = _line_starts(pieces)
+    starts = line_starts(pieces)
     assert [i for i, s in enumerate(starts) if s] == [0, 6, 13]
 
 
@@ -76,31 +80,27 @@ def test_pearson_by_hand():
     import torch
 
     # a = (1, 2, 3), b = (1, 3, 2): centred (-1, 0, 1), (-1, 1, 0): r = 1 / (sqrt 2 sqrt 2) = 0.5
-    assert _pearson(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0])) == pytest.approx(0.5)
+    assert pearson(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 3.0, 2.0])) == pytest.approx(0.5)
 
 
 def test_socraticpo_figures_count_second_attempts_over_the_wrong_first_ones():
-    from types import SimpleNamespace
-
-    from socratic_exp.premises import Premises, RetryOutcome
+    from socratic_exp.algorithms.socraticpo.evidence import RetryOutcome, fix_rates
 
     # 4 of 8 first attempts wrong; right after the hint 2 of 4, after the fixed line 1, from the bare prompt 1
     scores = [(1.0, 1.0, 0.0), (1.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 1.0)]
     outcomes = [RetryOutcome({}, "wrong", *s) for s in scores]
-    premises = SimpleNamespace(eval_rows=[{}] * 8, retries=lambda: outcomes)
-    assert Premises.socraticpo(premises) == {
+    assert fix_rates(outcomes, questions=8) == {
         "socraticpo/wrong_first_attempts": 0.5,
         "socraticpo/guided_fix_rate": 0.5,
         "socraticpo/retry_fix_rate": 0.25,
         "socraticpo/fresh_fix_rate": 0.25,
         "socraticpo/guidance_gain": 0.25,
     }
-    premises.retries = lambda: []
-    assert Premises.socraticpo(premises) == {"socraticpo/wrong_first_attempts": 0.0}
+    assert fix_rates([], questions=8) == {"socraticpo/wrong_first_attempts": 0.0}
 
 
 def test_the_command_names_a_bad_option_and_exits_2(capsys):
-    from socratic_exp.premises import main
+    from socratic_exp.study.premises import main
 
     assert main(["model=nope"]) == 2
     assert "Could not find 'model/nope'" in capsys.readouterr().err
@@ -116,7 +116,7 @@ def test_the_command_names_a_bad_option_and_exits_2(capsys):
 def test_the_command_measures_every_premise_shows_progress_and_writes_the_figures(tmp_path, cache_dir, capsys):
     import json
 
-    from socratic_exp.premises import main
+    from socratic_exp.study.premises import main
 
     out = tmp_path / "premises.json"
     args = ["debug=quick_warmstart", f"model.cache_dir={cache_dir}", "--questions", "8", "--out", str(out)]
@@ -139,7 +139,7 @@ def test_the_command_measures_every_premise_shows_progress_and_writes_the_figure
 def test_a_task_without_reference_solutions_measures_the_margin_on_a_successful_sibling(monkeypatch):
     from socratic_exp.components import build_components
     from socratic_exp.hydra_support import compose
-    from socratic_exp.premises import measure
+    from socratic_exp.study.premises import measure
     from socratic_exp.tasks.arithmetic import ArithmeticTask
 
     build = ArithmeticTask.build
@@ -155,11 +155,13 @@ def test_a_task_without_reference_solutions_measures_the_margin_on_a_successful_
 def test_feedback_contexts_are_laid_out_as_the_trainers_lay_them_out(chat):
     from types import SimpleNamespace
 
+    from socratic_exp.algorithms.sdpo import evidence as sdpo
+    from socratic_exp.algorithms.socraticpo.evidence import retries
     from socratic_exp.components import build_components
     from socratic_exp.hydra_support import compose
-    from socratic_exp.premises import Premises
+    from socratic_exp.study.premises import Bench
 
-    premises = Premises(build_components(compose("algorithm=socraticpo")), SimpleNamespace(chat=chat), 8, seed=0)
+    premises = Bench(build_components(compose("algorithm=socraticpo")), SimpleNamespace(chat=chat), 8, seed=0)
     prompts_by_salt = {}
     wrong = "3-9=-6\n-6+1=-5\n-5-9=-14\nA: -14\n"  # the first eval question, 3-(9+1)-9 = -16, brackets ignored
 
@@ -169,9 +171,9 @@ def test_feedback_contexts_are_laid_out_as_the_trainers_lay_them_out(chat):
 
     premises.sample = sample
     premises.logps = lambda prompts, completions: [0.0] * len(prompts)
-    premises.retries()
+    retries(premises)
     guided, retry = prompts_by_salt[2][0], prompts_by_salt[3][0]
-    premises.self_teacher()
+    sdpo.premises(premises)
     critique = prompts_by_salt[6][0]  # the last feedback source measured: the teacher's critique
     question, hint = "Q: 3-(9+1)-9=?\n", "Hint: step 1 ignores the brackets."
     # chat: SocraticPO's attempt is the assistant's turn, its guidance a user turn; SDPO's template is the user turn

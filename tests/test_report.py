@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from socratic_exp.report import build_report, find_runs, format_mean_std, mean_curve, swept_keys, wandb_report
+from socratic_exp.report import build_report, swept_keys, wandb_report
+from socratic_exp.study.curves import mean_curve
+from socratic_exp.study.runs import find_runs
+from socratic_exp.study.tables import format_mean_std
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -162,6 +165,6 @@ def test_wandb_report_spec_filters_to_the_sweep_and_groups_by_the_swept_keys(swe
 
 @pytest.mark.parametrize(("logs", "window"), [(1, 1), (3, 2), (16, 4), (100, 10), (1000, 32)])
 def test_the_reward_curve_is_smoothed_over_the_square_root_of_its_logs(logs, window):
-    from socratic_exp.plots import reward_window
+    from socratic_exp.study.curves import reward_window
 
     assert reward_window(logs) == window

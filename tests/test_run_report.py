@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from socratic_exp.report import Run, before_after_table, completion_samples, write_run_report
+from socratic_exp.report import before_after_table, completion_samples, write_run_report
+from socratic_exp.study.runs import Run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

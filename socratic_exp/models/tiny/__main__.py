@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from socratic_exp.models.tiny.shipped import STUDENTS_DIR, problems, ship, shipped_students
-from socratic_exp.premises import question_count
+from socratic_exp.study.premises import question_count
 
 
 def _name(text: str) -> str:
@@ -36,12 +36,12 @@ def build(name: str, overrides: list[str], questions: int, seed: int, cache_dir:
     from socratic_exp.errors import UserError
     from socratic_exp.hydra_support import compose
     from socratic_exp.models.tiny import TinyModel
-    from socratic_exp.premises import measure
     from socratic_exp.run_folder import machine
+    from socratic_exp.study.premises import measure
 
     with tempfile.TemporaryDirectory(prefix="tiny-build-") as fresh:
         cache = cache_dir or Path(fresh)
-        components = build_components(compose("algorithm=socraticpo", *overrides))
+        components = build_components(compose(*overrides))
         if not isinstance(components.model, TinyModel):
             raise UserError(f"model={components.choices['model']}: only model=tiny students ship", "drop model=")
         # the students folder is never read here: the build happens whatever ships

@@ -5,12 +5,12 @@ per run) and writes ``scoreboard.md``, ``scoreboard.csv``, ``scoreboard_arms.csv
 plot of the paired differences) and ``evidence_curves.png`` (held-out accuracy against the step and against the
 training time, mean over seeds per arm).
 
-Each claim (``CLAIMS``, data: the evidence page's table can be generated from it) says arm A beats arm B (``better``) or
-does no worse (``not_worse``). Its number is the mean over seeds of A's final ``eval/greedy_acc`` minus B's, paired
-by seed, with a 95% t-interval. B is read at A's final step (equal rollouts: every arm spends ``batch_size``
-rollouts per step), which for the grpo arm, trained 3x longer, is an evaluation in the middle of its run; against
-grpo the difference is also given at equal training wall time: GRPO's last evaluation whose ``eval/train_seconds``
-is at most A's final one. The verdict rule, fixed before any run:
+Each claim (a method's ``CLAIMS``, in its folder's ``evidence.py``; the evidence page's table is generated from
+them) says arm A beats arm B (``better``) or does no worse (``not_worse``). Its number is the mean over seeds of A's
+final ``eval/greedy_acc`` minus B's, paired by seed, with a 95% t-interval. B is read at A's final step (equal
+rollouts: every arm spends ``batch_size`` rollouts per step), which for the grpo arm, trained 3x longer, is an
+evaluation in the middle of its run; against grpo the difference is also given at equal training wall time: GRPO's
+last evaluation whose ``eval/train_seconds`` is at most A's final one. The verdict rule, fixed before any run:
 
 - ``better``: reproduced when the interval's lower bound is above 0; not reproduced when its upper bound is below
   ``MARGIN`` (the data exclude an effect of 2 points); inconclusive otherwise (one seed: inconclusive);
@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from socratic_exp.report import Run, markdown_table, mean_curve, write_csv
+from socratic_exp.study.curves import mean_line, pyplot, save
+from socratic_exp.study.runs import Run
+from socratic_exp.study.tables import markdown_table, number, signed, write_csv
 
 METRIC = "eval/greedy_acc"  # the held-out accuracy every claim is judged on (unassisted, greedy)
 TIME = "eval/train_seconds"  # training wall time at each evaluation (callbacks.TrainClock)
@@ -54,36 +56,11 @@ class Claim:
     kind: Literal["better", "not_worse"] = "better"
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim("socraticpo>grpo", "SocraticPO, Table 2", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
-          "grpo"),
-    Claim("socraticpo>without_tg", "SocraticPO, Table 2", "the teacher's guidance beats a fixed retry prompt",
-          "socraticpo", "socraticpo_without_tg"),
-    Claim("socraticpo>without_rd", "SocraticPO, Table 2", "reward decay beats full reward for late corrections",
-          "socraticpo", "socraticpo_without_rd"),
-    Claim("entropy_top>=grpo", "Beyond the 80/20 Rule, Sec. 5", "the top-20% entropy tokens alone do no worse than "
-          "all tokens", "entropy_top", "grpo", "not_worse"),
-    Claim("entropy_top>bottom", "Beyond the 80/20 Rule, Sec. 5", "the top-20% entropy tokens beat the bottom 80%",
-          "entropy_top", "entropy_bottom"),
-    Claim("entropy_top>random", "Beyond the 80/20 Rule (control)", "entropy, not the share of tokens: top 20% beat "
-          "a random 20%", "entropy_top", "entropy_random"),
-    Claim("goldilocks>grpo", "Goldilocks RL", "difficulty-aware prompt sampling beats uniform sampling",
-          "goldilocks", "grpo"),
-    Claim("sdpo>grpo", "SDPO", "self-distillation from feedback beats GRPO", "sdpo", "grpo"),
-    Claim("vpd>grpo", "VPD", "variational policy distillation beats GRPO", "vpd_dynamic", "grpo"),
-    Claim("vpd_dynamic>fixed", "VPD, Fig. 5", "the prior anchored to the current student beats the initial one",
-          "vpd_dynamic", "vpd_fixed"),
-    Claim("socratic_rl_kl>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by KL beat GRPO", "socratic_rl_kl",
-          "grpo"),
-    Claim("socratic_rl_dpo>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by DPO beat GRPO",
-          "socratic_rl_dpo", "grpo"),
-    Claim("socratic_rl_sft>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by SFT beat GRPO",
-          "socratic_rl_sft", "grpo"),
-    Claim("composition>socraticpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat SocraticPO",
-          "composition", "socraticpo"),
-    Claim("composition>grpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat GRPO", "composition",
-          "grpo"),
-)  # fmt: skip
+def claims() -> tuple[Claim, ...]:
+    """Every method's ``CLAIMS`` (its folder's ``evidence.py``), in the methods' ``ORDER``."""
+    from socratic_exp.methods import method_modules
+
+    return tuple(claim for method in method_modules("evidence") for claim in getattr(method, "CLAIMS", ()))
 
 
 def t_quantile(df: int) -> float:
@@ -259,7 +236,7 @@ def arm_rows(arms: Arms) -> list[dict[str, Any]]:
 
 
 def _arm_order(arm: str) -> tuple[int, str]:
-    order = [BASELINE] + [arm for claim in CLAIMS for arm in (claim.a, claim.b)]
+    order = [BASELINE] + [arm for claim in claims() for arm in (claim.a, claim.b)]
     return (order.index(arm), arm) if arm in order else (len(order), arm)
 
 
@@ -282,18 +259,14 @@ def _interval_text(interval: Interval | None) -> str:
     if interval is None or not interval.n:
         return "-"
     if interval.n < 2:
-        return f"{_signed(interval.mean)} (n=1)"
-    return f"{_signed(interval.mean)} [{_signed(interval.low)}, {_signed(interval.high)}]"
+        return f"{signed(interval.mean)} (n=1)"
+    return f"{signed(interval.mean)} [{signed(interval.low)}, {signed(interval.high)}]"
 
 
-def _signed(value: float) -> str:
-    return f"{round(value, 3) or 0.0:+.3f}"  # no "-0.000"
-
-
-def claims_markdown(claims: Sequence[Claim] = CLAIMS) -> str:
+def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
     """The claims as a table (for docs/evidence.md)."""
     rows = [[f"`{c.id}`", c.source, c.statement, f"`{c.a}` {'>' if c.kind == 'better' else '>='} `{c.b}`"]
-            for c in claims]  # fmt: skip
+            for c in (claims() if shown is None else shown)]  # fmt: skip
     return markdown_table(["claim", "source", "statement", "arms"], rows)
 
 
@@ -302,15 +275,15 @@ def scoreboard_markdown(rows: Sequence[Row], arm_table: Sequence[dict[str, Any]]
               "A - B, equal time [95% CI]", "verdict (time)", "notes"]  # fmt: skip
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {'>' if r.claim.kind == 'better' else '>='} {r.claim.b}",
-         r.rollouts.n if r.rollouts else 0, _number(r.a_mean), _number(r.b_mean), _interval_text(r.rollouts),
+         r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
          f"**{r.verdict}**", _interval_text(r.time), r.time_verdict, r.notes.replace("|", "/")]
         for r in rows
     ]  # fmt: skip
     arm_header = ["arm", "n", "failed", "steps", f"{METRIC} (mean +- std)", "training s (mean)", "job s (mean)"]
     arms = [
-        [a["arm"], a["n"], a["failed"], _number(a["steps"], 0),
-         f"{_number(a[f'{METRIC} mean'])}" + (f" +- {a[f'{METRIC} std']:.3f}" if a["n"] > 1 else ""),
-         _number(a["train_seconds mean"], 1), _number(a["job_seconds mean"], 1)]
+        [a["arm"], a["n"], a["failed"], number(a["steps"], 0),
+         f"{number(a[f'{METRIC} mean'])}" + (f" +- {a[f'{METRIC} std']:.3f}" if a["n"] > 1 else ""),
+         number(a["train_seconds mean"], 1), number(a["job_seconds mean"], 1)]
         for a in arm_table
     ]  # fmt: skip
     return (
@@ -327,17 +300,10 @@ def scoreboard_markdown(rows: Sequence[Row], arm_table: Sequence[dict[str, Any]]
     )
 
 
-def _number(value: float, digits: int = 3) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-
-
 # --- plots -------------------------------------------------------------------------------------------------------
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
     """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI."""
-    from socratic_exp.plots import pyplot
-
-    plt = pyplot()
-    figure, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.4))
+    figure, ax = pyplot().subplots(figsize=(8, 0.45 * len(rows) + 1.4))
     for index, row in enumerate(rows):
         shown = ((row.rollouts, -0.13, "o", "C0", "equal rollouts"), (row.time, 0.13, "s", "C1", "equal time"))
         for interval, offset, marker, color, label in shown:
@@ -358,34 +324,22 @@ def plot_forest(rows: Sequence[Row], path: Path) -> Path:
     unique = dict(zip(names, handles, strict=True))
     ax.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def plot_curves(arms: Arms, path: Path) -> Path:
     """Held-out accuracy per arm, mean over seeds: against the step (left) and the training time (right)."""
-    from socratic_exp.plots import pyplot
-
-    plt = pyplot()
-    figure, (by_step, by_time) = plt.subplots(1, 2, figsize=(13, 5))
+    figure, (by_step, by_time) = pyplot().subplots(1, 2, figsize=(13, 5))
     for index, arm in enumerate(sorted(arms.runs, key=_arm_order)):
         records = [evaluations(run) for run in arms.runs[arm].values()]
-        steps, means, _ = mean_curve(records, METRIC)
-        if not steps:
-            continue
         style = {"color": f"C{index % 10}", "ls": "-" if index < 10 else "--", "marker": "o", "ms": 3}
-        by_step.plot(steps, means, label=f"{arm} (n={len(records)})", **style)
-        _, seconds, _ = mean_curve(records, TIME)
-        if len(seconds) == len(means):
-            by_time.plot(seconds, means, **style)
+        if mean_line(by_step, records, METRIC, f"{arm} (n={len(records)})", **style):
+            mean_line(by_time, records, METRIC, f"{arm} (n={len(records)})", x=TIME, **style)
     by_step.set(xlabel="step (equal rollouts per step)", ylabel=f"{METRIC} (mean over seeds)", title="by rollouts")
     by_time.set(xlabel=f"training seconds ({TIME}, mean over seeds)", title="by training wall time")
     by_step.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 @dataclass
@@ -396,10 +350,10 @@ class Scoreboard:
     files: list[Path]
 
 
-def write_scoreboard(runs: Sequence[Run], out_dir: Path, claims: Sequence[Claim] = CLAIMS) -> Scoreboard:
-    """Score every claim on ``runs`` and write the scoreboard's files into ``out_dir``."""
+def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim] | None = None) -> Scoreboard:
+    """Score every claim (or those ``scored``) on ``runs`` and write the scoreboard's files into ``out_dir``."""
     arms = Arms.of(runs)
-    rows = [score(claim, arms) for claim in claims]
+    rows = [score(claim, arms) for claim in (claims() if scored is None else scored)]
     arm_table = arm_rows(arms)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"

@@ -1,0 +1,54 @@
+"""Socratic-RL's premise and claims, as the study measures them (``socratic_exp.study``).
+
+Premise: the utility U(v) (accuracy with v in context minus without, on the probe split) of the viewpoints the
+teacher reflects from failed traces: their mean and the best one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING
+
+from socratic_exp.study.evidence import Claim
+from socratic_exp.study.premises import Promise
+
+if TYPE_CHECKING:
+    from socratic_exp.study.premises import Bench
+
+ORDER = 6
+NAME = "Socratic-RL"
+PROMISES = (Promise("socratic_rl/best_utility", 0.05, "a viewpoint in context lifts accuracy"),)
+CLAIMS = (
+    Claim("socratic_rl_kl>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by KL beat GRPO", "socratic_rl_kl",
+          "grpo"),
+    Claim("socratic_rl_dpo>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by DPO beat GRPO",
+          "socratic_rl_dpo", "grpo"),
+    Claim("socratic_rl_sft>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by SFT beat GRPO",
+          "socratic_rl_sft", "grpo"),
+)  # fmt: skip
+
+
+def premises(bench: Bench) -> dict[str, float]:
+    from socratic_exp.tasks.base import with_context
+    from socratic_exp.teachers.base import Attempt
+
+    rows = bench.train_rows
+    answers = bench.greedy([r["prompt"] for r in rows])
+    failed = [(r["prompt"], a) for r, a in zip(rows, answers, strict=True) if bench.score(a, r) < 1.0]
+    viewpoints = bench.teacher.reflect([q for q, _ in failed], [Attempt(a, 0.0, "wrong") for _, a in failed])
+    texts = sorted({v.text for v in viewpoints if v is not None})
+    if not texts:
+        return {"socratic_rl/viewpoints": 0.0}
+    probe = bench.probe_rows
+    base = statistics.fmean(bench.score(a, r) for r, a in zip(probe, bench.greedy([r["prompt"] for r in probe]),
+                                                             strict=True))  # fmt: skip
+    utilities = []
+    for text in texts:
+        answers = bench.greedy([with_context(r["prompt"], text) for r in probe])
+        utilities.append(statistics.fmean(bench.score(a, r) for r, a in zip(probe, answers, strict=True)) - base)
+    return {
+        "socratic_rl/viewpoints": float(len(texts)),
+        "socratic_rl/probe_accuracy": base,
+        "socratic_rl/mean_utility": statistics.fmean(utilities),
+        "socratic_rl/best_utility": max(utilities),
+    }

@@ -1,0 +1,105 @@
+"""SocraticPO's premise and claims, as the study measures them (``socratic_exp.study``).
+
+Premise: of the student's wrong first attempts, the share a second attempt gets right after the teacher's guidance,
+after SocraticPO's fixed retry line ("w/o tg") and with no context at all (a fresh draw).
+Claims (Table 2): interactive rollouts beat GRPO, and each ablation ("w/o tg", "w/o rd") loses to the full method;
+the composition arm (SocraticPO with the Goldilocks sampler and the entropy mask, ours) is scored here too, being
+SocraticPO with two overlays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from socratic_exp.study.evidence import Claim
+from socratic_exp.study.premises import Promise
+
+if TYPE_CHECKING:
+    from socratic_exp.study.premises import Bench
+
+ORDER = 1
+NAME = "SocraticPO"
+PROMISES = (
+    Promise("socraticpo/guided_fix_rate", 0.40, "guidance corrects a substantial share of wrong first attempts"),
+    Promise("socraticpo/guidance_gain", 0.20, "... clearly more than the fixed retry line does"),
+)
+CLAIMS = (
+    Claim("socraticpo>grpo", "SocraticPO, Table 2", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
+          "grpo"),
+    Claim("socraticpo>without_tg", "SocraticPO, Table 2", "the teacher's guidance beats a fixed retry prompt",
+          "socraticpo", "socraticpo_without_tg"),
+    Claim("socraticpo>without_rd", "SocraticPO, Table 2", "reward decay beats full reward for late corrections",
+          "socraticpo", "socraticpo_without_rd"),
+    Claim("composition>socraticpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat SocraticPO",
+          "composition", "socraticpo"),
+    Claim("composition>grpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat GRPO", "composition",
+          "grpo"),
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryOutcome:
+    """A wrong first attempt and the score of a second attempt after the teacher's guidance on it (``guided``), after
+    the fixed retry line (``retry``) and from the bare prompt (``fresh``); ``guided_attempt`` is the guided one."""
+
+    row: dict
+    attempt: str
+    guided: float
+    retry: float
+    fresh: float
+    guided_attempt: str = ""
+
+
+def premises(bench: Bench) -> dict[str, float]:
+    return fix_rates(retries(bench), len(bench.eval_rows))
+
+
+def fix_rates(outcomes: Sequence[RetryOutcome], questions: int) -> dict[str, float]:
+    """The share of the ``questions`` whose first attempt was wrong, and of those the share each second attempt
+    got right: after the guidance, after the fixed retry line, from the bare prompt."""
+    if not outcomes:
+        return {"socraticpo/wrong_first_attempts": 0.0}
+    rates = {name: statistics.fmean(getattr(o, name) for o in outcomes) for name in ("guided", "retry", "fresh")}
+    return {
+        "socraticpo/wrong_first_attempts": len(outcomes) / questions,
+        "socraticpo/guided_fix_rate": rates["guided"],
+        "socraticpo/retry_fix_rate": rates["retry"],
+        "socraticpo/fresh_fix_rate": rates["fresh"],
+        "socraticpo/guidance_gain": rates["guided"] - rates["retry"],
+    }
+
+
+def retries(bench: Bench) -> list[RetryOutcome]:
+    """Each wrong first attempt on the eval questions, with one second attempt after the teacher's guidance on it,
+    after the fixed retry line and from the bare prompt."""
+    from socratic_exp.teachers.base import Attempt, GuidanceRequest, extend_context
+
+    rows = bench.eval_rows
+    first = bench.sample([r["prompt"] for r in rows], salt=1)
+    wrong = [(r, a) for r, a in zip(rows, first, strict=True) if bench.score(a, r) < 1.0]
+    if not wrong:
+        return []
+    requests = []
+    for row, attempt in wrong:
+        verdict = bench.c.task.verify(attempt, row["answer"])
+        requests.append(GuidanceRequest.for_row(row, [Attempt(attempt, verdict.score, verdict.reason)]))
+    guidance = bench.teacher.guide(requests)
+    retry = getattr(bench.c.algorithm, "retry_prompt", "Hint: try again.")
+    contexts = (  # (second attempt, its prompts, its sampling salt)
+        ("guided", [extend_context(bench.prompt(r), a, g) for (r, a), g in zip(wrong, guidance, strict=True)], 2),
+        ("retry", [extend_context(bench.prompt(r), a, retry) for r, a in wrong], 3),
+        ("fresh", [r["prompt"] for r, _ in wrong], 4),
+    )
+    seconds = {name: bench.sample(prompts, salt=salt) for name, prompts, salt in contexts}
+    return [
+        RetryOutcome(
+            row,
+            attempt,
+            **{name: bench.score(seconds[name][i], row) for name in seconds},
+            guided_attempt=seconds["guided"][i],
+        )
+        for i, (row, attempt) in enumerate(wrong)
+    ]

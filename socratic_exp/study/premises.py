@@ -1,0 +1,215 @@
+"""``python -m socratic_exp.study.premises``: each paper's precondition, measured on the student before any training.
+
+A method can only show its paper's effect where the paper's premise holds, so a negative result means little until
+the premise is measured. Every figure is read from the composed config's student and task (the embedded testbed by
+default; any ``model=`` / ``task=`` / ``teacher=`` override works), with sampling at temperature 1 from a fixed
+seed, as the training rollouts are drawn. What each paper presumes, and how it is measured, is the method's own
+(``premises`` in its folder's ``evidence.py``, see ``socratic_exp.methods``); ``Bench`` gives them one student, task
+and teacher, and the generation and scoring they share.
+
+Each method's ``PROMISES`` states the level its figures must reach on the embedded testbed (``tests/test_premises.py``
+holds the shipped students' manifests to them: ``models/tiny/shipped.py``). Results go to the console and to
+``premises.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from socratic_exp.methods import method_modules
+
+if TYPE_CHECKING:
+    from socratic_exp.components import Components
+    from socratic_exp.models.base import Student
+
+GROUP_SIZE = 8  # rollouts per prompt, as the default GRPO config draws them
+
+
+@dataclasses.dataclass(frozen=True)
+class Promise:
+    """A premise figure and the level the embedded testbed's design promises for it."""
+
+    key: str
+    at_least: float
+    why: str
+
+
+# --- measuring ------------------------------------------------------------------------------------------------
+class Bench:
+    """What the methods' premise measurements share: one student, task and teacher, the questions, generation."""
+
+    def __init__(self, components: Components, student: Student, questions: int, seed: int):
+        self.c = components
+        self.student = student
+        self.seed = seed
+        rows = components.task.build()
+        self.eval_rows = rows["eval"].to_list()[:questions]
+        self.train_rows = rows["train"].to_list()[:questions]
+        self.probe_rows = rows["probe"].to_list() if "probe" in rows else self.train_rows[-100:]
+        self.teacher = components.teacher
+        self.teacher.attach(components.task, student)
+        settings = components.eval
+        self.common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size,
+                       "instruction": components.task.instruction()}  # fmt: skip
+        self.stage = ""  # the measurement under way: its generation shows a progress bar under this name
+
+    # generation helpers
+    def sample(self, prompts: Sequence[Any], n: int = 1, salt: int = 0) -> list[str]:
+        from socratic_exp.evaluation import generate
+
+        return generate(
+            self.student,
+            list(prompts),
+            sample=True,
+            num_return_sequences=n,
+            seed=self.seed + salt,
+            progress=f"premises: {self.stage}",
+            **self.common,
+        )
+
+    def prompt(self, row: dict) -> Any:
+        """A row's prompt as a context is built on it: for a chat model the trainers' messages (the instruction as the
+        system turn), so that an attempt becomes the assistant's turn and feedback a user turn, as in training; plain
+        text otherwise, to which generation adds the instruction."""
+        from socratic_exp.tasks.base import render_prompt
+
+        return render_prompt(row["prompt"], self.common["instruction"], True) if self.student.chat else row["prompt"]
+
+    def greedy(self, prompts: Sequence[Any]) -> list[str]:
+        from socratic_exp.evaluation import generate
+
+        return generate(self.student, list(prompts), progress=f"premises: {self.stage}", **self.common)
+
+    def score(self, completion: str, row: dict) -> float:
+        return self.c.task.score(completion, row["answer"])
+
+    def logps(self, prompts: Sequence[Any], completions: Sequence[str]) -> list[float]:
+        """Sum of the completion's token log-probabilities under the student given each prompt."""
+        return [float(t.sum()) for t, _ in self.token_stats(prompts, completions)]
+
+    def token_stats(self, prompts: Sequence[Any], completions: Sequence[str], batch: int = 64) -> list[tuple[Any, Any]]:
+        """(log-probabilities, entropies) of each completion's tokens, teacher-forced after its prompt."""
+        import torch
+
+        from socratic_exp.evaluation import as_model_input
+
+        tokenizer, model = self.student.tokenizer, self.student.model
+        instruction = self.c.task.instruction()
+        out: list[tuple[Any, Any]] = []
+        model.eval()
+        for start in range(0, len(prompts), batch):
+            pairs = []
+            for prompt, completion in zip(prompts[start : start + batch], completions[start : start + batch],
+                                          strict=True):  # fmt: skip
+                context = tokenizer(as_model_input(self.student, prompt, instruction), add_special_tokens=False)
+                answer = tokenizer(completion, add_special_tokens=False)
+                pairs.append((context["input_ids"], answer["input_ids"]))
+            width = max(len(p) + len(a) for p, a in pairs)
+            ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
+            mask = torch.zeros((len(pairs), width), dtype=torch.long)
+            for row, (p, a) in enumerate(pairs):  # right padding: positions stay those of an unpadded input
+                ids[row, : len(p) + len(a)] = torch.tensor(p + a)
+                mask[row, : len(p) + len(a)] = 1
+            with torch.inference_mode():
+                logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits.float()
+            logp = torch.log_softmax(logits, dim=-1)
+            entropy = -(logp.exp() * logp).sum(-1)
+            for row, (p, a) in enumerate(pairs):
+                positions = torch.arange(len(p) - 1, len(p) + len(a) - 1)
+                targets = torch.tensor(a, device=logp.device)
+                out.append((logp[row, positions, targets].cpu(), entropy[row, positions].cpu()))
+        return out
+
+    def prompt_features(self, prompts: Sequence[str], batch: int = 128) -> Any:
+        """The student's mean last hidden state over each prompt (what ``sampler.features=student`` reads)."""
+        import torch
+
+        from socratic_exp.evaluation import as_model_input
+
+        tokenizer, model = self.student.tokenizer, self.student.model
+        rows = []
+        for start in range(0, len(prompts), batch):
+            texts = [as_model_input(self.student, p, self.c.task.instruction()) for p in prompts[start : start + batch]]
+            encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            with torch.inference_mode():
+                hidden = model(**encoded, output_hidden_states=True).hidden_states[-1].float()
+            mask = encoded["attention_mask"].unsqueeze(-1).float()
+            rows.append(((hidden * mask).sum(1) / mask.sum(1)).cpu())
+        return torch.cat(rows)
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+def measure(components: Components, questions: int = 400, seed: int = 0) -> dict[str, float]:
+    """Every premise figure for the composed config's student (loading, and if needed warm-starting, it first)."""
+    from transformers import set_seed
+
+    set_seed(seed)
+    student = components.model.load(components.task)
+    bench = Bench(components, student, questions, seed)
+    methods = [m for m in method_modules("evidence") if hasattr(m, "premises")]  # in their ORDER: see methods.py
+    figures: dict[str, float] = {}
+    for number, method in enumerate(methods, 1):
+        bench.stage = method.NAME  # a live bar per generation on a terminal; this line in a log file
+        print(f"premises {number}/{len(methods)}: {method.NAME}", file=sys.stderr, flush=True)
+        figures |= method.premises(bench)
+    return figures
+
+
+def promises() -> tuple[Promise, ...]:
+    """Every method's ``PROMISES``: the levels its premise figures must reach on the embedded testbed."""
+    return tuple(p for method in method_modules("evidence") for p in getattr(method, "PROMISES", ()))
+
+
+def verdicts(figures: dict[str, float]) -> list[tuple[Promise, float | None, bool]]:
+    return [(p, figures.get(p.key), figures.get(p.key, float("-inf")) >= p.at_least) for p in promises()]
+
+
+def question_count(text: str) -> int:
+    value = int(text)
+    if value < 8:  # a quarter of them go to the SDPO / VPD measurement, and half the rest to the ridge fit
+        raise argparse.ArgumentTypeError(f"{value}: give at least 8 questions")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m socratic_exp.study.premises", description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m socratic_exp")
+    parser.add_argument("--questions", type=question_count, default=400, help="questions per measurement (default 400)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
+    args = parser.parse_args(argv)
+
+    from socratic_exp.components import build_components
+    from socratic_exp.console import configure
+    from socratic_exp.errors import or_exit_code
+    from socratic_exp.hydra_support import compose
+
+    configure()
+    started = time.perf_counter()
+    figures = or_exit_code(lambda: measure(build_components(compose(*args.overrides)), args.questions, args.seed))
+    if isinstance(figures, int):
+        return figures
+    width = max(map(len, figures))
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value:8.3f}")
+    print()
+    for promise, value, held in verdicts(figures):
+        shown = "   n/a" if value is None else f"{value:6.3f}"
+        print(f"{'holds ' if held else 'FAILS '} {promise.key:<{width}} {shown} >= {promise.at_least:<5} {promise.why}")
+    seconds = time.perf_counter() - started
+    record = {"overrides": args.overrides, "questions": args.questions, "seed": args.seed, "seconds": seconds,
+              "figures": figures}  # fmt: skip
+    args.out.write_text(json.dumps(record, indent=2))
+    print(f"\nwritten: {args.out} ({seconds:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
