@@ -25,6 +25,7 @@ from pathlib import Path
 from paired_trainers import build_trainers
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
+from socratic_exp.assembly import workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 
@@ -42,14 +43,12 @@ def step_time(overrides: list[str]) -> None:
         "grpo": build_components(compose("algorithm=grpo", *common, *shared)),
         "entropy_masked": build_components(compose("algorithm=entropy_masked", *common, *overrides)),
     }
-    c = options["grpo"]
-    data = c.task.build()
-    student = c.model.load(c.task)
+    bench = workbench(options["grpo"])
     with tempfile.TemporaryDirectory() as tmp:
-        trainers = build_trainers(options, data, student, Path(tmp))
+        trainers = build_trainers(options, bench, Path(tmp))
         algorithm = options["entropy_masked"].algorithm
         group = algorithm.num_generations
-        rows = [data["train"][i] for i in range(algorithm.batch_size // group) for _ in range(group)]
+        rows = [bench.data["train"][i] for i in range(algorithm.batch_size // group) for _ in range(group)]
         start = time.perf_counter()
         with torch.no_grad():
             batch = trainers["grpo"]._generate_and_score_completions(rows)

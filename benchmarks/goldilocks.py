@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.algorithms.base import RunContext
+from socratic_exp.assembly import build_trainer, workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.report import find_runs, format_mean_std
@@ -38,9 +38,7 @@ def overhead(overrides: list[str]) -> None:
     given = {override.split("=", 1)[0] for override in overrides}
     cfg = compose(*[d for d in defaults if d.split("=", 1)[0] not in given], *overrides)
     c = build_components(cfg, {"algorithm": cfg.algorithm._target_.rsplit(".", 1)[-1]})
-    data = c.task.build()
-    student = c.model.load(c.task)
-    c.teacher.attach(c.task, student)
+    bench = workbench(c)
 
     class StepTimer(TrainerCallback):
         """From one step's end to the next: the whole loop, the fetch of the next batch (and its choice) included."""
@@ -59,17 +57,7 @@ def overhead(overrides: list[str]) -> None:
 
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = RunContext(
-            components=c,
-            data=data,
-            student=student,
-            run_dir=Path(tmp),
-            run_name="bench",
-            seed=cfg.seed,
-            callbacks=[timer],
-            report_to=[],
-        )
-        trainer = c.algorithm.build_trainer(ctx)
+        trainer = build_trainer(bench, Path(tmp), run_name="bench", seed=cfg.seed, callbacks=[timer])
         started = time.perf_counter()
         trainer.train()
         total = time.perf_counter() - started
@@ -85,8 +73,8 @@ def overhead(overrides: list[str]) -> None:
     print(
         f"{len(rows)} steps after {WARMUP_STEPS} warm-up ({c.choices['algorithm']}, batch {c.algorithm.batch_size}, "
         f"{trainer.args.generation_batch_size // trainer.num_generations} prompts per batch from "
-        f"{settings.candidates} candidates each (pool={settings.pool}), {len(data['train'])} questions, refit every "
-        f"{settings.update_every} questions x {settings.update_steps} steps, background={settings.background}):\n"
+        f"{settings.candidates} candidates each (pool={settings.pool}), {len(bench.data['train'])} questions, refit "
+        f"every {settings.update_every} questions x {settings.update_steps} steps, background={settings.background}):\n"
         f"  step time: mean {step / len(rows):.3f} s, median {statistics.median(r['step_s'] for r in rows):.3f} s\n"
         f"  on the trainer's thread: selection {on_thread['selection_s'] * 1000 / len(rows):.2f} ms/step, feedback "
         f"{on_thread['feedback_s'] * 1000 / len(rows):.2f} ms/step, waiting for a refit "

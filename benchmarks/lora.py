@@ -19,7 +19,6 @@ own loop; the process's peak resident memory (CPU; a GPU run would read ``torch.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import resource
@@ -30,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from paired_trainers import build_trainer
+from paired_trainers import build_trainers
 
+from socratic_exp.assembly import build_trainer, workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 
@@ -48,16 +48,6 @@ def _components(algorithm: str, model: str, r: int, overrides: list[str]):
     return build_components(
         compose(*ALGORITHMS[algorithm], f"model={model}", *COMMON, f"model.lora.r={r}", *overrides), {}
     )
-
-
-def _rendered(data, task, student):
-    """The prompts as the run hands them to the trainers: chat messages for chat models, with the task's instruction."""
-    from socratic_exp.tasks.base import render_prompt
-
-    instruction = task.instruction()
-    if not (student.chat or instruction):
-        return data
-    return data.map(lambda row: {"prompt": render_prompt(row["prompt"], instruction, student.chat)})
 
 
 def _step(trainer, rows: list[dict]) -> tuple[float, int]:
@@ -79,18 +69,13 @@ def step_time(algorithms: list[str], model: str, r: int, overrides: list[str], r
             "full": _components(algorithm, model, 0, overrides),
             "lora": _components(algorithm, model, r, overrides),
         }
-        base = options["full"]
-        student = base.model.load(base.task)
-        data = _rendered(base.task.build(), base.task, student)
-        trainers = {}
+        bench = workbench(options["full"])
+        data = bench.data
         with tempfile.TemporaryDirectory() as tmp:
-            for name, components in options.items():
-                own = copy.copy(student)
-                own.model = copy.deepcopy(student.model)
-                components.teacher.attach(components.task, own)
-                trainers[name] = build_trainer(components, data, own, Path(tmp) / name)
-                trainers[name].create_optimizer()
-            settings = base.algorithm
+            trainers = build_trainers(options, bench, Path(tmp))
+            for trainer in trainers.values():
+                trainer.create_optimizer()
+            settings = bench.components.algorithm
             group, prompts = settings.num_generations, settings.batch_size // settings.num_generations
             seconds: dict[str, list[float]] = {name: [] for name in trainers}
             per_kilotoken: dict[str, list[float]] = {name: [] for name in trainers}
@@ -139,11 +124,8 @@ def memory(algorithms: list[str], model: str, r: int, overrides: list[str]) -> N
 
 def memory_one(algorithm: str, model: str, r: int, overrides: list[str]) -> None:
     components = _components(algorithm, model, r, [*overrides, "algorithm.max_steps=3"])
-    student = components.model.load(components.task)
-    data = _rendered(components.task.build(), components.task, student)
-    components.teacher.attach(components.task, student)
     with tempfile.TemporaryDirectory() as tmp:
-        build_trainer(components, data, student, Path(tmp)).train()
+        build_trainer(workbench(components), Path(tmp)).train()
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))  # KiB on Linux
 
 

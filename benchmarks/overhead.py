@@ -4,16 +4,16 @@ hand-written ``GRPOTrainer`` on the same model, data and batch, in one process (
 
 from __future__ import annotations
 
-import copy
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from paired_trainers import on_own_copy  # benchmarks/ is on the path of a script run from it
 from transformers import TrainerCallback
 
-from socratic_exp.algorithms.base import RunContext
+from socratic_exp.assembly import Workbench, build_trainer, workbench
 from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
 from socratic_exp.components import build_components
 from socratic_exp.evaluation import Evaluator
@@ -43,7 +43,7 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
 
     args = GRPOConfig(
         output_dir=out,
-        max_steps=STEPS,
+        max_steps=algo.max_steps,  # the same steps as the run's (STEPS unless overridden)
         learning_rate=algo.learning_rate,
         per_device_train_batch_size=algo.batch_size,
         num_generations=algo.num_generations,
@@ -66,29 +66,22 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
     )
 
 
-def through_socratic_exp(c, student, data, out: Path, timer: StepTimer):
+def through_socratic_exp(bench: Workbench, out: Path, timer: StepTimer):
+    """The run's trainer, as the run assembles it: its metrics file and periodic-evaluation callbacks and its sink."""
+    c = bench.components
     sink = MetricsSink(MetricsFile(out / "metrics.jsonl"), Logger())
     callbacks = [
         MetricsFileCallback(sink, c.sampler, c.teacher),
-        PeriodicEvalCallback(Evaluator(c.task, data["eval"], c.eval), student, 0, sink, c.teacher),
+        PeriodicEvalCallback(Evaluator(c.task, bench.splits["eval"], c.eval), bench.student, 0, sink, c.teacher),
         timer,
     ]
-    ctx = RunContext(
-        components=c,
-        data=data,
-        student=student,
-        run_dir=out,
-        run_name="bench",
-        seed=0,
-        callbacks=callbacks,
-        report_to=[],
-    )
-    return c.algorithm.build_trainer(ctx)
+    return build_trainer(bench, out, run_name="bench", seed=0, callbacks=callbacks, sink=sink)
 
 
 def main() -> None:
     c = build_components(
         compose(
+            "algorithm=grpo",  # the run's default is socraticpo; the plain script it is held against is GRPO
             "logger=none",
             f"algorithm.max_steps={STEPS}",
             "algorithm.save_steps=1000",
@@ -96,21 +89,19 @@ def main() -> None:
             *sys.argv[1:],
         )
     )
-    data = c.task.build()
-    base = c.model.load(c.task)
+    bench = workbench(c)
     plain_times, ours_times = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for block in range(BLOCKS):
             for label, sink in (("plain", plain_times), ("socratic_exp", ours_times)):
-                student = copy.copy(base)
-                student.model = copy.deepcopy(base.model)
+                own = on_own_copy(bench)  # fresh weights for each trainer
                 timer = StepTimer()
                 out = Path(tmp) / f"{label}-{block}"
                 out.mkdir()
                 if label == "plain":
-                    trainer = plain_trl(student, data, c.task, c.algorithm, str(out), timer)
+                    trainer = plain_trl(own.student, own.data, c.task, c.algorithm, str(out), timer)
                 else:
-                    trainer = through_socratic_exp(c, student, data, out, timer)
+                    trainer = through_socratic_exp(own, out, timer)
                 trainer.train()
                 sink += timer.times[2:]  # skip warm-up steps
                 print(f"block {block} {label:<13} median step {statistics.median(timer.times[2:]):.3f} s", flush=True)

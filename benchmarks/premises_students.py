@@ -3,7 +3,8 @@
 figure per student with the mean over them, and writes every figure to ``--out``. Students already in the cache
 are reused; each new one costs a warm-start (3 to 5 minutes on 2 cores).
 
-Usage: ``python benchmarks/premises_students.py [--seeds 0,1,2,3,4] [--out FILE] [overrides...]``.
+Usage: ``python benchmarks/premises_students.py [--seeds 0,1,2,3,4] [--out FILE] [overrides...]`` (``--out``: by
+default ``benchmarks/results/premises_students.json``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.premises import PROMISES, measure, verdicts
 
+RESULTS = Path(__file__).resolve().parent / "results"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*")
     parser.add_argument("--seeds", default="0,1,2,3,4", help="warm-start seeds, comma-separated")
-    parser.add_argument("--out", type=Path, default=Path("premises_students.json"))
+    parser.add_argument("--out", type=Path, default=RESULTS / "premises_students.json")
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
     figures = {}

@@ -71,8 +71,9 @@ def compare(before: Path, after: Path) -> int:
                 if ra.get(key) != rb.get(key):
                     differences.append(f"{name} record {i} {key}: {ra.get(key)!r} -> {rb.get(key)!r}")
         for key in sorted(set(a[name]["final"]) | set(b[name]["final"])):
-            if a[name]["final"].get(key) != b[name]["final"].get(key):
-                differences.append(f"{name} final {key}: {a[name]['final'].get(key)!r} -> {b[name]['final'].get(key)!r}")
+            was, now = a[name]["final"].get(key), b[name]["final"].get(key)
+            if was != now:
+                differences.append(f"{name} final {key}: {was!r} -> {now!r}")
     values = sum(len(r) for run in a.values() for r in run["metrics"])
     print("\n".join(differences[:50]) or f"same values: {len(a)} runs, {values} logged values")
     return 1 if differences else 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 import json
 import os
 import resource
@@ -35,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paired_trainers import build_trainer  # benchmarks/ is on the path of a script run from it
+from paired_trainers import build_trainers, paired_steps  # benchmarks/ is on the path of a script run from it
 
-from socratic_exp.tasks.base import render_splits
+from socratic_exp.assembly import build_trainer, workbench
 
 ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = {
@@ -157,47 +156,27 @@ def step_time(args: argparse.Namespace) -> None:
 
     chosen = arms(args.lora_r)
     options = {name: components_for(overrides, args.data, args.overrides) for name, overrides in chosen.items()}
-    base = next(iter(options.values()))
-    student = base.model.load(base.task)
-    data = render_splits(base.task.build(), base.task.instruction(), student.chat)  # as a run gives the trainers
-    trainers = {}
+    bench = workbench(next(iter(options.values())))
     with tempfile.TemporaryDirectory() as tmp:
-        for name, components in options.items():
-            own = copy.copy(student)
-            own.model = copy.deepcopy(student.model)
-            components.teacher.attach(components.task, own)
-            trainers[name] = build_trainer(components, data, own, Path(tmp) / name.replace(" ", "_"))
-        algorithm = base.algorithm
+        trainers = build_trainers(options, bench, Path(tmp))
+        algorithm = bench.components.algorithm
         prompts = algorithm.batch_size // algorithm.num_generations
         per_k: dict[str, list[float]] = collections.defaultdict(list)
         parts: dict[str, dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
-        for repeat in range(1 + args.repeats):  # the first round warms up
-            rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
-            rows = [row for row in rows for _ in range(algorithm.num_generations)]
-            order = list(trainers.items())
-            shift = repeat % len(order)
-            for name, trainer in order[shift:] + order[:shift]:
-                torch.manual_seed(repeat)
-                if hasattr(trainer, "e_step"):
-                    trainer._last_e_step = None  # no training loop moves global_step here: every step is an E-step
-                start, start_cpu = time.perf_counter(), time.process_time()
-                batch = trainer._generate_and_score_completions(rows)
-                middle = time.perf_counter()
-                trainer.compute_loss(trainer.model, batch).backward()
-                trainer.model.zero_grad()
-                end, end_cpu = time.perf_counter(), time.process_time()
-                tokens = student_tokens(batch)
-                print(
-                    f"  round {repeat} {name:<22} rollout {middle - start:6.1f} s, loss+backward {end - middle:6.1f} s,"
-                    f" CPU {end_cpu - start_cpu:6.1f} s, {tokens} student tokens",
-                    flush=True,
-                )
-                if repeat:
-                    per_k[name].append((end - start) / tokens * 1000)
-                    parts[name]["cpu_per_k"].append((end_cpu - start_cpu) / tokens * 1000)
-                    parts[name]["rollout"].append(middle - start)
-                    parts[name]["loss"].append(end - middle)
-                    parts[name]["tokens"].append(tokens)
+        rounds = 1 + args.repeats  # the first round warms up
+        for step in paired_steps(trainers, bench.data["train"], prompts, algorithm.num_generations, rounds):
+            tokens = student_tokens(step.batch)
+            print(
+                f"  round {step.round} {step.name:<22} rollout {step.rollout_s:6.1f} s, loss+backward "
+                f"{step.loss_s:6.1f} s, CPU {step.cpu_s:6.1f} s, {tokens} student tokens",
+                flush=True,
+            )
+            if step.round:
+                per_k[step.name].append(step.step_s / tokens * 1000)
+                parts[step.name]["cpu_per_k"].append(step.cpu_s / tokens * 1000)
+                parts[step.name]["rollout"].append(step.rollout_s)
+                parts[step.name]["loss"].append(step.loss_s)
+                parts[step.name]["tokens"].append(tokens)
     print(
         f"one step on {algorithm.batch_size} completions ({prompts} prompts x {algorithm.num_generations}, at most "
         f"{algorithm.max_completion_length} tokens each), torch threads {torch.get_num_threads()}, "
@@ -228,11 +207,8 @@ def memory(args: argparse.Namespace) -> None:
 
 def memory_one(args: argparse.Namespace) -> None:
     components = components_for(args.overrides, args.data, ["algorithm.max_steps=1"])
-    student = components.model.load(components.task)
-    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
-    components.teacher.attach(components.task, student)
     with tempfile.TemporaryDirectory() as tmp:
-        build_trainer(components, data, student, Path(tmp)).train()
+        build_trainer(workbench(components), Path(tmp)).train()
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 

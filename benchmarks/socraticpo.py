@@ -16,12 +16,12 @@ from __future__ import annotations
 import statistics
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
-from paired_trainers import build_trainers
+from paired_trainers import build_trainers, paired_steps
 
+from socratic_exp.assembly import workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.report import find_runs, format_mean_std, mean_curve
@@ -31,8 +31,6 @@ VARIANTS = ("full", "without_tg", "without_rd")
 
 
 def step_time(overrides: list[str]) -> None:
-    import torch
-
     common = ["logger=none", "algorithm.log_completions=false", *overrides]
     options = {
         "grpo": build_components(compose("algorithm=grpo", "teacher=none", *common)),
@@ -42,37 +40,24 @@ def step_time(overrides: list[str]) -> None:
         ),
     }
     c = options["socraticpo"]
-    data = c.task.build()
-    student = c.model.load(c.task)
-    c.teacher.attach(c.task, student)
+    bench = workbench(c)
     with tempfile.TemporaryDirectory() as tmp:
-        trainers = build_trainers(options, data, student, Path(tmp))
+        trainers = build_trainers(options, bench, Path(tmp))
         algorithm = c.algorithm
         group, K = algorithm.num_generations, algorithm.max_attempts
         prompts = algorithm.batch_size // group
         times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         work: dict[str, list[float]] = defaultdict(list)
-        for repeat in range(WARMUP + REPEATS):
-            rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
-            rows = [row for row in rows for _ in range(group)]
-            order = list(trainers.items())
-            shift = repeat % len(order)
-            for name, trainer in order[shift:] + order[:shift]:  # none always goes first
-                torch.manual_seed(repeat)
-                start = time.perf_counter()
-                batch = trainer._generate_and_score_completions(rows)
-                middle = time.perf_counter()
-                trainer.compute_loss(trainer.model, batch).backward()
-                trainer.model.zero_grad()
-                end = time.perf_counter()
-                if repeat >= WARMUP:
-                    times[name]["rollout"].append(middle - start)
-                    times[name]["loss"].append(end - middle)
-                    times[name]["step"].append(end - start)
-                    times[name]["tokens"].append(float(batch["completion_mask"].sum()))
-                    if name == "socraticpo":
-                        for key, value in generation_work(trainer._rollouts, K).items():
-                            work[key].append(value)
+        for step in paired_steps(trainers, bench.data["train"], prompts, group, WARMUP + REPEATS):
+            if step.round < WARMUP:
+                continue
+            times[step.name]["rollout"].append(step.rollout_s)
+            times[step.name]["loss"].append(step.loss_s)
+            times[step.name]["step"].append(step.step_s)
+            times[step.name]["tokens"].append(float(step.batch["completion_mask"].sum()))
+            if step.name == "socraticpo":
+                for key, value in generation_work(step.trainer._rollouts, K).items():
+                    work[key].append(value)
     median = {name: {k: statistics.median(v) for k, v in parts.items()} for name, parts in times.items()}
     ratio = statistics.median(
         s / g for s, g in zip(times["socraticpo"]["step"], times["grpo"]["step"], strict=True)

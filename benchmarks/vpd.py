@@ -16,7 +16,6 @@ memory (CPU here; on a GPU the same runs read ``torch.cuda.max_memory_allocated`
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -28,8 +27,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from paired_trainers import build_trainer
+from paired_trainers import build_trainers, paired_steps
 
+from socratic_exp.assembly import build_trainer, workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.report import find_runs, format_mean_std, mean_curve
@@ -60,43 +60,25 @@ def _components(name: str, overrides: list[str]):
 
 
 def step_time(overrides: list[str]) -> None:
-    import torch
-
     options = {name: _components(name, overrides) for name in CONFIGS}
     base = options["sdpo"]
-    data = base.task.build()
-    student = base.model.load(base.task)
-    for components in options.values():
-        components.teacher.attach(components.task, student)
-    trainers = {}
+    bench = workbench(base)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, components in options.items():
-            own = copy.copy(student)
-            own.model = copy.deepcopy(student.model)
-            trainers[name] = build_trainer(components, data, own, Path(tmp) / name.replace(" ", "_"))
+        trainers = build_trainers(options, bench, Path(tmp))
+        e_steps = {name: _timed_e_step(trainer) for name, trainer in trainers.items()}
         algorithm = base.algorithm
         group = algorithm.num_generations
         prompts = algorithm.batch_size // group
         times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for repeat in range(WARMUP + REPEATS):
-            rows = [data["train"][(repeat * prompts + i) % len(data["train"])] for i in range(prompts)]
-            rows = [row for row in rows for _ in range(group)]
-            order = list(trainers.items())
-            shift = repeat % len(order)
-            for name, trainer in order[shift:] + order[:shift]:  # each goes first in turn
-                torch.manual_seed(repeat)
-                e_step_time = _timed_e_step(trainer)
-                start = time.perf_counter()
-                batch = trainer._generate_and_score_completions(rows)
-                middle = time.perf_counter()
-                trainer.compute_loss(trainer.model, batch).backward()
-                trainer.model.zero_grad()
-                end = time.perf_counter()
-                if repeat >= WARMUP:
-                    times[name]["rollout"].append(middle - start)
-                    times[name]["loss"].append(end - middle)
-                    times[name]["step"].append(end - start)
-                    times[name]["e_step"].append(sum(e_step_time))
+        for step in paired_steps(trainers, bench.data["train"], prompts, group, WARMUP + REPEATS):
+            e_step_time = sum(e_steps[step.name])
+            e_steps[step.name].clear()
+            if step.round < WARMUP:
+                continue
+            times[step.name]["rollout"].append(step.rollout_s)
+            times[step.name]["loss"].append(step.loss_s)
+            times[step.name]["step"].append(step.step_s)
+            times[step.name]["e_step"].append(e_step_time)
     print(f"one step on {algorithm.batch_size} rollouts ({prompts} prompts x {group}), median of {REPEATS}:")
     grpo = times["grpo"]["step"]
     for name, parts in times.items():
@@ -117,12 +99,10 @@ def step_time(overrides: list[str]) -> None:
 
 
 def _timed_e_step(trainer) -> list[float]:
-    """Wraps the trainer's E-step (if any) so that its wall time lands in the returned list; every step runs one
-    (no training loop moves global_step here)."""
+    """Wraps the trainer's E-step (if any) so that the wall time of each one it runs lands in the returned list."""
     spent: list[float] = []
     if not hasattr(trainer, "e_step"):
         return spent
-    trainer._last_e_step = None
     method = type(trainer).e_step
 
     def timed(output):
@@ -162,11 +142,8 @@ def memory_one(name: str, overrides: list[str]) -> None:
     import resource
 
     components = _components(name, [*overrides, "algorithm.max_steps=3", "algorithm.save_steps=1000"])
-    data = components.task.build()
-    student = components.model.load(components.task)
-    components.teacher.attach(components.task, student)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = build_trainer(components, data, student, Path(tmp))
+        trainer = build_trainer(workbench(components), Path(tmp))
         trainer.train()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     teacher = getattr(trainer, "memory", {}).get("description", "no teacher")
