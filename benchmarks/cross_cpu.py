@@ -42,7 +42,7 @@ def premises(student: str, questions: int, isas: list[str]) -> None:
         env = ISAS[isa]
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "premises.json"
-            command = [sys.executable, "-m", "socratic_exp.premises", *overrides, "--questions", str(questions),
+            command = [sys.executable, "-m", "socratic_exp.study.premises", *overrides, "--questions", str(questions),
                        "--seed", str(manifest["premises"]["seed"]), "--out", str(out)]  # fmt: skip
             subprocess.run(command, env={**os.environ, **env}, check=True, capture_output=True)
             figures = json.loads(out.read_text())["figures"]

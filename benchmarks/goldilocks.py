@@ -24,7 +24,8 @@ from typing import Any
 from socratic_exp.assembly import build_trainer, workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
-from socratic_exp.report import find_runs, format_mean_std
+from socratic_exp.study.runs import find_runs
+from socratic_exp.study.tables import format_mean_std
 
 WARMUP_STEPS = 2  # the first steps pay one-off costs (the predictor's first Adam step imports torch internals)
 ON_THREAD = ("selection_s", "feedback_s", "wait_s")

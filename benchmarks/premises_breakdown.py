@@ -1,7 +1,7 @@
 """SocraticPO's premise on the arithmetic testbed, by the class of the first attempt's error: how often a second
 attempt is right after the rule teacher's hint, after the fixed retry line and from the bare prompt, and where a
 hinted second attempt is still wrong, the class of its own error. The same draws as ``python -m
-socratic_exp.premises`` (its totals are the command's ``socraticpo/*`` figures).
+socratic_exp.study.premises`` (its totals are the command's ``socraticpo/*`` figures).
 
 Usage: ``python benchmarks/premises_breakdown.py [overrides...]``, e.g. ``model.num_heads=8``.
 """
@@ -12,9 +12,10 @@ import collections
 import statistics
 import sys
 
+from socratic_exp.algorithms.socraticpo.evidence import retries
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
-from socratic_exp.premises import Premises
+from socratic_exp.study.premises import Bench
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.diagnosis import diagnose
 
@@ -26,8 +27,8 @@ def main(overrides: list[str]) -> None:
 
     components = build_components(compose("algorithm=socraticpo", *overrides))
     set_seed(0)
-    premises = Premises(components, components.model.load(components.task), QUESTIONS, seed=0)
-    outcomes = premises.retries()
+    bench = Bench(components, components.model.load(components.task), QUESTIONS, seed=0)
+    outcomes = retries(bench)
     if outcomes and "expression" not in outcomes[0].row:
         sys.exit("error: the breakdown classifies errors of task=arithmetic traces only")
     by_class = collections.defaultdict(list)

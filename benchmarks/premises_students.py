@@ -16,7 +16,7 @@ from pathlib import Path
 
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
-from socratic_exp.premises import PROMISES, measure, verdicts
+from socratic_exp.study.premises import measure, promises, verdicts
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -35,12 +35,12 @@ def main() -> None:
     args.out.write_text(json.dumps({"overrides": args.overrides, "figures": figures}, indent=1))
 
     print(f"{'figure':<32} {'promised':>8} " + " ".join(f"{f'seed {s}':>7}" for s in seeds) + f" {'mean':>7}")
-    for promise in PROMISES:
+    for promise in promises():
         values = [figures[seed].get(promise.key, float("nan")) for seed in seeds]
         cells = " ".join(f"{v:7.3f}" for v in values)
         print(f"{promise.key:<32} {promise.at_least:>8} {cells} {statistics.fmean(values):7.3f}")
     held = (sum(holds for _, _, holds in verdicts(figures[seed])) for seed in seeds)
-    print(f"{'promises held':<41} " + " ".join(f"{n:>4}/{len(PROMISES)}" for n in held))
+    print(f"{'promises held':<41} " + " ".join(f"{n:>4}/{len(promises())}" for n in held))
 
 
 if __name__ == "__main__":

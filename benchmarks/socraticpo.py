@@ -24,7 +24,9 @@ from paired_trainers import build_trainers, paired_steps
 from socratic_exp.assembly import workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
-from socratic_exp.report import find_runs, format_mean_std, mean_curve
+from socratic_exp.study.curves import mean_curve
+from socratic_exp.study.runs import find_runs
+from socratic_exp.study.tables import format_mean_std
 
 REPEATS, WARMUP = 12, 1
 VARIANTS = ("full", "without_tg", "without_rd")

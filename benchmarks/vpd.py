@@ -32,7 +32,9 @@ from paired_trainers import build_trainers, paired_steps
 from socratic_exp.assembly import build_trainer, workbench
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
-from socratic_exp.report import find_runs, format_mean_std, mean_curve
+from socratic_exp.study.curves import mean_curve
+from socratic_exp.study.runs import find_runs
+from socratic_exp.study.tables import format_mean_std
 
 REPEATS, WARMUP = 10, 1
 E_STEP_KEYS = ("e_step_loss", "classifier_accuracy", "reward_success", "reward_failure", "shift", "skipped")
