@@ -334,11 +334,12 @@ class SamplerStateCallback(TrainerCallback):
 
 
 class RunCallbacks:
-    """A run's trainer callbacks, all built here, in the order the trainer calls them: TRL's logs into
+    """A run's trainer callbacks (``all``), built here only, in the order the trainer calls them: TRL's logs into
     ``metrics.jsonl`` (``metrics``, which keeps the latest of each for the summary), the training clock (``clock``),
     the periodic held-out evaluation with the collapse guard, the sampler's state in checkpoints, the progress display
     (after ``metrics``: its line shows the step's numbers), the checkpoints' arguments without secrets and, given a
-    ``tracker`` (the main process), the tracker's position in each checkpoint."""
+    ``tracker`` (the main process), the tracker's position in each checkpoint. The trainer gets them when it is built
+    (``assembly.build_trainer``), before the callbacks it adds itself."""
 
     def __init__(
         self,

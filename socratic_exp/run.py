@@ -40,7 +40,7 @@ def run_job(cfg: DictConfig) -> float | None:
 
 
 def _run_job(cfg: DictConfig, job: Job) -> float | None:
-    guard_process(job)
+    guard_process(job)  # before anything reads the config: other ranks quiet, secrets kept out of every file
     record: RunRecord | None = None
     config: Any = {}
     try:
