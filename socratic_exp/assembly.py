@@ -46,11 +46,12 @@ def build_trainer(
     report_to: list[str] | None = None,
     sink: MetricsSink | None = None,
 ) -> Any:
-    """The algorithm's TRL trainer on the workbench's student and data, its checkpoints under ``run_dir``."""
+    """The algorithm's TRL trainer on the workbench's student and data, its checkpoints under ``run_dir``; it calls
+    ``callbacks`` in their order (an algorithm may put its own first), before those it adds itself."""
     from socratic_exp.algorithms.base import RunContext
 
     context = RunContext(components=bench.components, data=bench.data, student=bench.student, run_dir=run_dir,
-                         run_name=run_name, seed=seed, callbacks=callbacks or [], report_to=report_to or [],
+                         run_name=run_name, seed=seed, callbacks=list(callbacks or []), report_to=report_to or [],
                          sink=sink)  # fmt: skip
     return bench.components.algorithm.build_trainer(context)
 

@@ -1,9 +1,11 @@
 """Trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation, the collapse guard, the
-sampler's state in checkpoints."""
+sampler's state in checkpoints; ``RunCallbacks`` builds a run's list of them. Also how a run ends: the final
+evaluation (``CollapseGuard.final``) and the final model (``save_final_model``)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,17 +14,22 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from socratic_exp import distributed
 from socratic_exp.console import log_step_metrics
 
 TRACKER_POSITION = "tracker_position.json"
 TRAIN_CLOCK = "train_clock.json"
 TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
 
+log = logging.getLogger("socratic_exp")
+
 if TYPE_CHECKING:
+    from socratic_exp.components import Components
     from socratic_exp.console import ProgressDisplay
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.loggers.base import Logger
     from socratic_exp.models.base import Student
+    from socratic_exp.models.lora import LoRA
     from socratic_exp.run_folder import MetricsSink
     from socratic_exp.samplers.base import PromptSampler
     from socratic_exp.teachers.base import Teacher
@@ -131,6 +138,19 @@ def scrub_training_args(args: Any, folder: Path) -> None:
     torch.save(clean, path)
 
 
+def save_final_model(trainer: Any, student: Student, lora: LoRA, folder: Path) -> None:
+    """The final model: with LoRA and ``model.lora.merge_on_save`` the adapters merged into the weights (a plain
+    transformers model), else what the trainer saves (the weights, or the adapters alone)."""
+    if lora.enabled and lora.merge_on_save:
+        from socratic_exp.models.adapters import save_merged
+
+        if distributed.is_main():
+            save_merged(student.model, student.tokenizer, folder)
+    else:
+        trainer.save_model(str(folder))
+    scrub_training_args(trainer.args, folder)
+
+
 class CollapseGuard:
     """Watches the held-out objective at every evaluation and keeps the weights of its best one.
 
@@ -179,6 +199,24 @@ class CollapseGuard:
             load_lora_weights(model, self._weights)
         elif self._weights is not None:
             model.load_state_dict(self._weights)
+
+    def final(self, step: int, evaluator: Evaluator, student: Student) -> dict[str, Any]:
+        """The final held-out evaluation at ``step``; after a collapse (training stopped by this guard, or this
+        evaluation falling too far) the best weights are put back and evaluated as the final model."""
+        final = None if self.stopped_at is not None else evaluator.evaluate(student)
+        if final is None or self.observe(step, final, student.model):
+            self.restore(student.model)
+            log.warning(
+                "collapse: %s fell more than %s below its best (%.4f at step %s); stopped at step %s with the "
+                "best weights as the final model",
+                self.metric,
+                self.margin,
+                self.best,
+                self.best_step,
+                self.stopped_at,
+            )
+            final = evaluator.evaluate(student)
+        return final
 
     def summary(self) -> dict[str, Any]:
         summary = {"metric": self.metric, "margin": self.margin, "best": self.best, "best_step": self.best_step}
@@ -293,3 +331,35 @@ class SamplerStateCallback(TrainerCallback):
         path = checkpoint_folder(args, state) / STATE_FILE
         if state.global_step and path.is_file():
             self.sampler.load_state_dict(torch.load(path, weights_only=True))
+
+
+class RunCallbacks:
+    """A run's trainer callbacks (``all``), built here only, in the order the trainer calls them: TRL's logs into
+    ``metrics.jsonl`` (``metrics``, which keeps the latest of each for the summary), the training clock (``clock``),
+    the periodic held-out evaluation with the collapse guard, the sampler's state in checkpoints, the progress display
+    (after ``metrics``: its line shows the step's numbers), the checkpoints' arguments without secrets and, given a
+    ``tracker`` (the main process), the tracker's position in each checkpoint. The trainer gets them when it is built
+    (``assembly.build_trainer``), before the callbacks it adds itself."""
+
+    def __init__(
+        self,
+        components: Components,
+        sink: MetricsSink,
+        evaluator: Evaluator,
+        student: Student,
+        guard: CollapseGuard,
+        display: ProgressDisplay,
+        tracker: Logger | None,
+    ):
+        c = components
+        self.metrics = MetricsFileCallback(sink, c.sampler, c.teacher)
+        self.clock = TrainClock()  # training wall time, evaluations and loading excluded (eval/train_seconds)
+        self.all: list[TrainerCallback] = [
+            self.metrics,
+            self.clock,
+            PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard, self.clock),
+            SamplerStateCallback(c.sampler),
+            ProgressDisplayCallback(display),
+            SecretFreeArgumentsCallback(),
+            *([TrackerPositionCallback(tracker)] if tracker is not None else []),
+        ]

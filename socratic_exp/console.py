@@ -66,8 +66,35 @@ SHOWN = {"console": True, "verbose": False}  # this process's choices (``configu
 
 def configure(console: bool = True, verbose: bool = False) -> None:
     """Whether this process's progress reaches the console (not in a sweep's job) and whether TRL's own printing
-    is kept (``verbose``); read by ``quiet_trainer`` for trainers the run does not build itself (the warm-start)."""
+    is kept (``verbose``); read by ``drop_trainer_printing`` and by ``quiet_trainer``, for trainers the run does not
+    build itself (the warm-start)."""
     SHOWN.update(console=console, verbose=verbose)
+
+
+def run_console(objective: str, console: bool, verbose: bool) -> ProgressDisplay:
+    """A run's console (``configure``) and its progress display; the libraries' own progress bars are off (datasets'
+    "Map: 100%", transformers' "Writing model shards"; ``verbose`` keeps them), and so is the import-time print of
+    transformers' W&B integration."""
+    configure(console=console, verbose=verbose)
+    display = ProgressDisplay(objective, console=console, verbose=verbose)
+    if not verbose:
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+    import_quietly("transformers.integrations.integration_utils")
+    return display
+
+
+def drop_trainer_printing(trainer: Any) -> None:
+    """Remove a transformers ``Trainer``'s progress bar and its dictionary per log, unless ``verbose`` keeps them."""
+    if SHOWN["verbose"]:
+        return
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
 
 
 def quiet_trainer(trainer: Any, name: str) -> None:
@@ -75,12 +102,9 @@ def quiet_trainer(trainer: Any, name: str) -> None:
     dictionary per log; with ``verbose`` the trainer is left as it is."""
     if SHOWN["verbose"]:
         return
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
     from socratic_exp.callbacks import ProgressDisplayCallback
 
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
+    drop_trainer_printing(trainer)
     trainer.add_callback(ProgressDisplayCallback(ProgressDisplay(console=SHOWN["console"], name=name)))
 
 
@@ -228,7 +252,7 @@ class ProgressDisplay:
         self.console = console
         self.live = console and not verbose and (live if live is not None else _is_terminal(self.stream))
         self.clock = clock
-        route(STEP_LOG, to_console=False)  # verbose: TRL's own printing is kept (run.py)
+        route(STEP_LOG, to_console=False)  # verbose: TRL's own printing is kept (drop_trainer_printing)
         route(PROGRESS_LOG, to_console=console and not self.live)
         route(EVAL_LOG, to_console=console)
         self.latest: dict[str, Any] = {}
@@ -351,6 +375,23 @@ class ProgressDisplay:
         head += f"step {self.step}/{self.total} | {_format_duration(elapsed)} elapsed, {_format_duration(left)} left"
         status = self.status()
         return f"{head} | {status}" if status else head
+
+
+def result_table(initial: dict[str, float], final: dict[str, float], assisted_attempts: int) -> str:
+    """The run's before/after table: each top-level held-out metric before and after training, and what it means."""
+    meanings = {
+        "eval/greedy_acc": "unassisted, greedy",
+        "eval/sampled_acc": "unassisted, sampled",
+        "eval/assisted_acc": f"with the teacher's guidance, up to {assisted_attempts} attempts",
+        "eval/no_answer": "share without a readable answer",
+        "eval/train_seconds": "training wall time (s), evaluations excluded",
+    }
+    lines = [f"  {'':<24} {'before':>6}    {'after':>6}"]
+    for key in (k for k in final if k.count("/") == 1):
+        pass_k = key.removeprefix("eval/pass@") if key.startswith("eval/pass@") else None
+        meaning = meanings.get(key, f"solved by any of {pass_k} samples" if pass_k else "")
+        lines.append(f"  {key:<24} {initial.get(key, float('nan')):>6.3f} -> {final[key]:>6.3f}   {meaning}")
+    return "\n".join(lines)
 
 
 def evaluation_line(step: int, metrics: dict[str, Any], objective: str) -> str:

@@ -1,23 +1,89 @@
-"""A run's lifecycle around its data path: signals, resume checks, and how every failure ends (``summary.json`` says
-``failed`` or ``interrupted`` with the error, one line on stderr says what went wrong, and the exit code)."""
+"""A run's lifecycle around its data path: what Hydra says about the job, the process's guards (signals, secrets),
+validation and resume checks, the tracker's run, and how every failure ends (``summary.json`` says ``failed`` or
+``interrupted`` with the error, one line on stderr says what went wrong, and the exit code)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import signal
 import sys
 import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
+from socratic_exp.components import GROUPS, Components, build_components
+from socratic_exp.console import filter_dependency_noise, redact_logs
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import typed_key
-from socratic_exp.run_folder import RunRecord, is_run_folder
+from socratic_exp.loggers.base import RunInfo
+from socratic_exp.run_folder import (
+    RunRecord,
+    is_run_folder,
+    redact,
+    redact_overrides,
+    scrub_hydra_files,
+    secret_values,
+)
+
+if TYPE_CHECKING:
+    from socratic_exp.console import ProgressDisplay
+    from socratic_exp.loggers.base import Logger
+    from socratic_exp.teachers.base import Teacher
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """This job as Hydra started it: its run folder, the overrides it was composed with and the option of each
+    config group; in a sweep (``-m``) also the sweep's launch (its folder's ``<date>/<time>``) and the job's number."""
+
+    run_dir: Path
+    multirun: bool
+    overrides: list[str]
+    choices: dict[str, str]
+    is_main: bool  # the main process speaks for the run; the others only warn
+    launch: str | None = None
+    number: int | None = None
+
+    @classmethod
+    def current(cls) -> Job:
+        hydra_cfg = HydraConfig.get()
+        multirun = hydra_cfg.mode == RunMode.MULTIRUN
+        choices = {group: str(hydra_cfg.runtime.choices.get(group)) for group in GROUPS}
+        if "sweep" in hydra_cfg.runtime.choices:
+            choices["sweep"] = str(hydra_cfg.runtime.choices["sweep"])
+        sweep_dir = Path(hydra_cfg.sweep.dir) if multirun else None
+        return cls(
+            run_dir=Path(hydra_cfg.runtime.output_dir),
+            multirun=multirun,
+            overrides=list(hydra_cfg.overrides.task),
+            choices=choices,
+            is_main=distributed.is_main(),
+            launch=f"{sweep_dir.parent.name}/{sweep_dir.name}" if sweep_dir else None,
+            number=hydra_cfg.job.num if multirun else None,
+        )
+
+
+def guard_process(job: Job) -> None:
+    """Before the config is read: the processes other than the main one only warn, the dependencies' noise is
+    filtered, and a secret given on the command line reaches no file: Hydra's dumps are scrubbed, and the process's
+    own arguments (which W&B records as the run's metadata) lose it before anything else reads them."""
+    if not job.is_main:
+        logging.getLogger("socratic_exp").setLevel(logging.WARNING)
+    filter_dependency_noise()
+    secrets = secret_values(job.overrides)
+    sys.argv[1:] = redact_overrides(sys.argv[1:])
+    redact_logs(secrets)
+    if job.is_main:
+        scrub_hydra_files(job.run_dir, secrets)
 
 
 @contextlib.contextmanager
@@ -35,27 +101,59 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def record_failure(
-    record: RunRecord | None, run_dir: Path, config: Any, overrides: list[str], err: BaseException, status: str
-) -> None:
+def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInterrupt | Exception) -> None:
+    """Record ``err`` (bugs keep their traceback in ``summary.json``), say on stderr what went wrong and end: 130 when
+    interrupted, else 2 for the user's error and 1 for a bug; a sweep's failed job returns, so the sweep goes on
+    with its other jobs. Called while ``err`` is handled."""
+    interrupted = isinstance(err, KeyboardInterrupt)
     if record is None:
-        record = RunRecord(run_dir, config if isinstance(config, dict) else {}, overrides, writes=distributed.is_main())
+        record = RunRecord(job.run_dir, config if isinstance(config, dict) else {}, job.overrides, writes=job.is_main)
     if not isinstance(err, UserError | KeyboardInterrupt):
         record.data["traceback"] = traceback.format_exc()
     # A bad attempt to resume a completed run must not mark that run failed.
     if record.previous.get("status") != "completed":
-        record.fail(err, status=status)
-    prefix = "" if distributed.is_main() else f"[rank {distributed.rank()}] "  # the same error from every rank
+        record.fail(err, status="interrupted" if interrupted else "failed")
+    prefix = "" if job.is_main else f"[rank {distributed.rank()}] "  # the same error from every rank
     if isinstance(err, UserError):
         print(f"{prefix}error: {err}", file=sys.stderr)
-    elif isinstance(err, KeyboardInterrupt):
-        print(f"interrupted: the run folder {run_dir} can be resumed with resume={run_dir}", file=sys.stderr)
+    elif interrupted:
+        print(f"interrupted: the run folder {job.run_dir} can be resumed with resume={job.run_dir}", file=sys.stderr)
     else:
         first_line = (str(err).strip().splitlines() or [""])[0][:300]
         print(
-            f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {run_dir / 'summary.json'})",
+            f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {job.run_dir / 'summary.json'})",
             file=sys.stderr,
         )
+    if interrupted:
+        sys.exit(130)
+    if not job.multirun:
+        sys.exit(2 if isinstance(err, UserError) else 1)
+
+
+@contextlib.contextmanager
+def closed_on_failure(display: ProgressDisplay, tracker: Logger | None, teacher: Teacher) -> Iterator[None]:
+    """A run that fails within closes its progress display and its tracker's run (exit code 1); the teacher
+    (its server, its threads) is closed either way."""
+    try:
+        yield
+    except BaseException:
+        display.close()
+        if tracker is not None:
+            tracker.finish(exit_code=1)
+        raise
+    finally:
+        teacher.close()
+
+
+def validate(cfg: DictConfig, job: Job) -> Components:
+    """The run's components, built from ``cfg`` (which validates every option; an error names the key the user
+    typed), with ``resume=`` checked."""
+    try:
+        components = build_components(cfg, job.choices)
+    except ConfigError as err:
+        raise as_typed(err, cfg) from None
+    check_resume(cfg, job.run_dir, job.multirun)
+    return components
 
 
 def as_typed(err: ConfigError, cfg: DictConfig) -> ConfigError:
@@ -96,3 +194,36 @@ def check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None
         )
     if Path(str(resume)).resolve() != run_dir.resolve():  # pragma: no cover - the resolver guarantees it
         raise ConfigError("resume", resume, f"resolved to another folder ({run_dir})")
+
+
+def start_tracker(
+    cfg: DictConfig, components: Components, job: Job, record: RunRecord, name: str, checkpoint: Any
+) -> None:
+    """Open the tracker's run (W&B), resumed where ``checkpoint`` left it; its id, name and group go into
+    ``summary.json``. In a sweep, the group is the sweep's name (``+sweep=<name>``, else its launch) and the config's
+    ``sweep`` block names the launch and the job's overrides, for reports to filter and group by."""
+    from socratic_exp.callbacks import tracker_position
+
+    group = None
+    config = redact(OmegaConf.to_container(cfg, resolve=True))
+    if job.multirun:
+        group = components.choices.get("sweep") or job.launch
+        overrides = dict(o.split("=", 1) for o in redact_overrides(job.overrides) if "=" in o)
+        config["sweep"] = {
+            "name": group,
+            "launch": job.launch,
+            "job": job.number,
+            "overrides": {key.lstrip("+~"): value for key, value in overrides.items()},
+        }
+    info = RunInfo(
+        run_dir=job.run_dir,
+        name=name,
+        group=group,
+        job_type=components.choices["algorithm"],
+        tags=[f"{g}={v}" for g, v in components.choices.items() if g in GROUPS],
+        config=config,
+        resume_id=record.data.get("wandb_run_id"),
+        resume_position=tracker_position(checkpoint),
+    )
+    run_id = components.logger.start(info)
+    record.update(wandb_run_id=run_id, run_name=name, run_group=group, sweep_launch=job.launch)

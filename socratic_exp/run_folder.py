@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
@@ -285,6 +286,29 @@ class MetricsFile:
         if not self.path.is_file():
             return []
         return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def last_checkpoint(run_dir: Path) -> str | None:
+    """The latest ``checkpoints/checkpoint-<step>`` folder of ``run_dir`` (None before the first save)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    root = run_dir / "checkpoints"
+    return get_last_checkpoint(str(root)) if root.is_dir() else None
+
+
+def resumed_metrics(run_dir: Path, checkpoint: str | None, evaluated: bool, writes: bool = True) -> MetricsFile:
+    """``metrics.jsonl`` as a run goes on with it: after an earlier attempt that got past the first evaluation
+    (``evaluated``), without the lines logged after ``checkpoint``'s step (they are logged again); else afresh."""
+    metrics_file = MetricsFile(run_dir / "metrics.jsonl", writes=writes)
+    step = int(Path(checkpoint).name.rsplit("-", 1)[1]) if checkpoint else 0
+    if evaluated:
+        dropped = metrics_file.truncate_after(step)
+        logging.getLogger("socratic_exp").info(
+            "resuming from %s (dropped %d metric lines after step %d)", checkpoint or "the start", dropped, step
+        )
+    else:
+        metrics_file.path.unlink(missing_ok=True)
+    return metrics_file
 
 
 class MetricsSink:
