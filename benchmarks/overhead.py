@@ -14,8 +14,9 @@ from paired_trainers import on_own_copy  # benchmarks/ is on the path of a scrip
 from transformers import TrainerCallback
 
 from socratic_exp.assembly import Workbench, build_trainer, workbench
-from socratic_exp.callbacks import MetricsFileCallback, PeriodicEvalCallback
+from socratic_exp.callbacks import CollapseGuard, RunCallbacks
 from socratic_exp.components import build_components
+from socratic_exp.console import ProgressDisplay
 from socratic_exp.evaluation import Evaluator
 from socratic_exp.hydra_support import compose
 from socratic_exp.loggers.base import Logger
@@ -67,15 +68,15 @@ def plain_trl(student, data, task, algo, out: str, timer: StepTimer):
 
 
 def through_socratic_exp(bench: Workbench, out: Path, timer: StepTimer):
-    """The run's trainer, as the run assembles it: its metrics file and periodic-evaluation callbacks and its sink."""
+    """The run's trainer, as the run assembles it: the run's callbacks (``RunCallbacks``: metrics file, clock,
+    periodic evaluation, progress display off the console, ...), its sink, and the step timer last."""
     c = bench.components
     sink = MetricsSink(MetricsFile(out / "metrics.jsonl"), Logger())
-    callbacks = [
-        MetricsFileCallback(sink, c.sampler, c.teacher),
-        PeriodicEvalCallback(Evaluator(c.task, bench.splits["eval"], c.eval), bench.student, 0, sink, c.teacher),
-        timer,
-    ]
-    return build_trainer(bench, out, run_name="bench", seed=0, callbacks=callbacks, sink=sink)
+    evaluator = Evaluator(c.task, bench.splits["eval"], c.eval)
+    guard = CollapseGuard("eval/greedy_acc", margin=None)
+    display = ProgressDisplay(console=False)
+    callbacks = RunCallbacks(c, sink, evaluator, bench.student, guard, display, tracker=None).all
+    return build_trainer(bench, out, run_name="bench", seed=0, callbacks=[*callbacks, timer], sink=sink)
 
 
 def main() -> None:
@@ -86,6 +87,7 @@ def main() -> None:
             f"algorithm.max_steps={STEPS}",
             "algorithm.save_steps=1000",
             "algorithm.log_completions=false",
+            "eval.every_steps=0",  # step times, not held-out evaluations
             *sys.argv[1:],
         )
     )
