@@ -39,7 +39,6 @@ from socratic_exp.run_folder import (
     scrub_hydra_files,
     secret_values,
 )
-from socratic_exp.teachers.none import NoTeacher
 
 log = logging.getLogger("socratic_exp")
 
@@ -176,7 +175,7 @@ class Experiment:
             c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
             bench = workbench(c)
             student = bench.student
-            assistant = None if isinstance(c.teacher, NoTeacher) else c.teacher
+            assistant = c.teacher if c.teacher.present else None
             evaluator = Evaluator(c.task, bench.splits["eval"], c.eval, assistant)
             guard = CollapseGuard(
                 cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled

@@ -237,6 +237,7 @@ class Teacher(Component):
     """A teacher option; all calls are batched over questions."""
 
     config_group: ClassVar[str] = "teacher"
+    present: ClassVar[bool] = True  # False: the option that stands for "no teacher" (it gives no guidance)
 
     access_ground_truth: bool = setting(
         False, "true: the teacher is given the reference answer / solution (its template's ground-truth blocks)"
@@ -261,6 +262,25 @@ class Teacher(Component):
 
     def close(self) -> None:
         """Release clients, threads and models."""
+
+    # --- capabilities (what an algorithm may rely on) ---------------------------------------------------------
+    def separate_model(self) -> tuple[Any, Any] | None:
+        """The teacher's own local (model, tokenizer), apart from the student's, when it has one; else None (a
+        remote teacher, a rule, or self-guidance with the student's weights)."""
+        return None
+
+    def decouple_from_student(self) -> None:
+        """A teacher that guides with the student's own weights takes a copy of them (as they are now), so that its
+        meta-learning trains the teacher and not the student; other teachers have nothing to do."""
+
+    def cannot_reflect_on(self, task: Task) -> str | None:
+        """Why this teacher cannot reflect on ``task``'s traces, in words for an error message (None: it can)."""
+        return None
+
+    def cannot_meta_learn(self) -> tuple[str, str] | None:
+        """Why ``meta_update`` cannot train this teacher as configured, and the teacher setting that would let it
+        (None: it can, or it has nothing to learn and ``meta_update`` returns {})."""
+        return None
 
     # --- the interface ----------------------------------------------------------------------------------------
     def guide(self, requests: Sequence[GuidanceRequest]) -> list[str]:

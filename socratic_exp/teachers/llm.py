@@ -137,6 +137,14 @@ class LLMTeacher(Teacher):
             info=info,
         )
 
+    def cannot_meta_learn(self) -> tuple[str, str] | None:
+        if self.backend == "vllm":
+            return (
+                "trains the teacher's weights with DPO, which a vLLM-served teacher does not expose",
+                "use teacher.backend=transformers",
+            )
+        return None
+
     def separate_model(self) -> tuple[Any, Any] | None:
         """The teacher's own (model, tokenizer) when it is a separate local transformers model, else None."""
         teacher = self._teacher

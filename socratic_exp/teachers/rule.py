@@ -115,6 +115,11 @@ class RuleTeacher(Teacher):
     def attach(self, task: Task, student: Student) -> None:
         self._arithmetic = isinstance(task, ArithmeticTask)
 
+    def cannot_reflect_on(self, task: Task) -> str | None:
+        if isinstance(task, ArithmeticTask):
+            return None
+        return "the rule teacher reflects only on task=arithmetic traces"
+
     def diagnose(self, question: str, completion: str) -> Diagnosis | None:
         """The diagnosis of an arithmetic trace, or None when the question holds no readable expression."""
         text = expression_in(question) if self._arithmetic else None
