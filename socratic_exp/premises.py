@@ -106,7 +106,7 @@ class Premises:
 
     # generation helpers
     def sample(self, prompts: Sequence[Any], n: int = 1, salt: int = 0) -> list[str]:
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         return generate(
             self.student,
@@ -127,7 +127,7 @@ class Premises:
         return render_prompt(row["prompt"], self.common["instruction"], True) if self.student.chat else row["prompt"]
 
     def greedy(self, prompts: Sequence[Any]) -> list[str]:
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         return generate(self.student, list(prompts), progress=f"premises: {self.stage}", **self.common)
 
@@ -262,7 +262,7 @@ class Premises:
         """(log-probabilities, entropies) of each completion's tokens, teacher-forced after its prompt."""
         import torch
 
-        from socratic_exp.evaluation import as_model_input
+        from socratic_exp.models.generation import as_model_input
 
         tokenizer, model = self.student.tokenizer, self.student.model
         instruction = self.c.task.instruction()
@@ -348,7 +348,7 @@ class Premises:
         """The student's mean last hidden state over each prompt (what ``sampler.features=student`` reads)."""
         import torch
 
-        from socratic_exp.evaluation import as_model_input
+        from socratic_exp.models.generation import as_model_input
 
         tokenizer, model = self.student.tokenizer, self.student.model
         rows = []

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import UserError
-from socratic_exp.evaluation import as_model_input
+from socratic_exp.models.generation import as_model_input
 from socratic_exp.tasks import verifiers as vf
 from socratic_exp.tasks.aime24 import Aime24Task
 from socratic_exp.tasks.aime25 import Aime25Task

@@ -283,7 +283,7 @@ class LLMTeacher(Teacher):
         return self._teacher
 
     def _complete(self, prompts: list[str]) -> list[str]:
-        from socratic_exp.evaluation import as_model_input, generate
+        from socratic_exp.models.generation import as_model_input, generate
 
         teacher = self._attached()
         self._calls += 1

@@ -73,7 +73,7 @@ class Prober:
         self.batch_size = batch_size
 
     def scores(self, texts: Sequence[str]) -> list[float]:
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         share, own = distributed.my_share(len(self.rows))  # each process probes its share of the items
         prompts = [self.in_context(self.rows[i]["prompt"], texts) for i in share]
@@ -134,7 +134,7 @@ class ViewpointLoop:
         return prompt
 
     def _length(self, prompt: Any) -> int:
-        from socratic_exp.evaluation import as_model_input
+        from socratic_exp.models.generation import as_model_input
 
         return len(self.student.tokenizer(as_model_input(self.student, prompt), add_special_tokens=False).input_ids)
 
