@@ -260,7 +260,7 @@ class PeriodicEvalCallback(TrainerCallback):
             if self.clock is not None:
                 metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
             if state.is_world_process_zero:
-                self.sink.log_evaluation(metrics, step, self.teacher)
+                self.sink.log_evaluation(metrics, step, self.teacher.samples())
             if self.guard is not None and self.guard.observe(step, metrics, self.student.model):
                 control.should_training_stop = True
             if self.clock is not None:

@@ -183,7 +183,7 @@ class Experiment:
             distributed.join()
             if "initial" not in self.record.data:
                 initial = evaluator.evaluate(student) | {TRAIN_SECONDS: 0.0}
-                sink.log_evaluation(initial, 0, c.teacher)
+                sink.log_evaluation(initial, 0, c.teacher.samples())
                 self.record.update(initial=initial)
                 guard.observe(0, initial, student.model)
             metrics_callback = MetricsFileCallback(sink, c.sampler, c.teacher)
@@ -222,7 +222,7 @@ class Experiment:
                 )
                 final = evaluator.evaluate(student)
             final[TRAIN_SECONDS] = round(clock.seconds, 3)
-            sink.log_evaluation(final, step, c.teacher)
+            sink.log_evaluation(final, step, c.teacher.samples())
             if cfg.save_final_model:
                 self._save_final(trainer, student, checkpoint_root / "final")
             objective = final[cfg.objective]

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from socratic_exp.loggers.base import Logger
-    from socratic_exp.teachers.base import Teacher
 
 TRACKED_PACKAGES = (
     "socratic_exp",
@@ -314,10 +313,11 @@ class MetricsSink:
                 handle.write(json.dumps({"step": step, **row}) + "\n")
         self.logger.log_table(name, rows, step)
 
-    def log_evaluation(self, metrics: dict[str, Any], step: int, teacher: Teacher) -> None:
-        """An evaluation's metrics, and the teacher guidance it sampled (the ``teacher_guidance`` table)."""
+    def log_evaluation(self, metrics: dict[str, Any], step: int, guidance: list[dict[str, Any]]) -> None:
+        """An evaluation's metrics, and the teacher guidance sampled since the last one (the ``teacher_guidance``
+        table: ``Teacher.samples()``)."""
         self.log(metrics, step)
-        self.log_table("teacher_guidance", teacher.samples(), step)
+        self.log_table("teacher_guidance", guidance, step)
 
 
 class RunRecord:

@@ -25,8 +25,9 @@ from socratic_exp.algorithms.socratic_rl.knowledge_base import (
     similarity,
 )
 from socratic_exp.algorithms.socratic_rl.loop import select_traces
-from socratic_exp.algorithms.socratic_rl.utility import cross_probe_pairs, mean, measure_utilities
+from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
+from socratic_exp.teachers.meta_learning import cross_probe_pairs
 
 PRECEDENCE = "Principle: do * before + and -."
 BRACKETS = "Principle: work out the brackets first."

@@ -127,6 +127,7 @@ VIEWPOINT_LABELS: dict[str, ViewpointKind] = {
 _LABELLED_LINE = re.compile(r"^\W*(" + "|".join(map(re.escape, VIEWPOINT_LABELS)) + r")\s*:\s*(.+)$", re.IGNORECASE)
 MAX_VIEWPOINT_CHARS = 300
 MIN_VIEWPOINT_LETTERS = 8  # fewer letters than this is not a readable principle (e.g. a stray number)
+_LABEL = re.compile(r"^\s*[A-Za-z -]{2,24}:\s*")
 
 
 def parse_viewpoint(reply: str, source_trace: str) -> Viewpoint | None:
@@ -146,6 +147,11 @@ def parse_viewpoint(reply: str, source_trace: str) -> Viewpoint | None:
     if sum(ch.isalpha() for ch in text.split(":", 1)[-1]) < MIN_VIEWPOINT_LETTERS:
         return None
     return Viewpoint(kind, text, source_trace)
+
+
+def strip_label(text: str) -> str:
+    """``Principle: do * first.`` -> ``do * first.``"""
+    return _LABEL.sub("", text).strip()
 
 
 def render_template(template: str, request: GuidanceRequest) -> str:

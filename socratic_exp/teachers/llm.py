@@ -17,8 +17,8 @@ teacher from the student (a copy of the student's weights when ``model`` is null
 (TRL's DPOTrainer) on pairs of the teacher's own viewpoints ranked by measured utility U(v): for the trace behind
 the better viewpoint, the better one is preferred over the worse (both are general principles, so either could
 have been written there). Pairs are formed across probes, between the viewpoints just measured and every viewpoint
-measured before, of the same error class (``algorithms.socratic_rl.utility.cross_probe_pairs``), and need a utility
-gap of at least ``meta_margin``.
+measured before, of the same error class (``teachers.meta_learning.cross_probe_pairs``), and need a utility gap
+of at least ``meta_margin``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from socratic_exp.teachers.base import (
     parse_viewpoint,
     render_template,
 )
+from socratic_exp.teachers.meta_learning import cross_probe_pairs
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -226,8 +227,6 @@ class LLMTeacher(Teacher):
         """(prompt, chosen, rejected) rows, at most ``meta_max_pairs``, most separated first: the pairs of
         ``cross_probe_pairs`` (``new`` with each other and with ``past``, same error class, mean utilities at least
         ``meta_margin`` apart), the better viewpoint's reflection prompt as the prompt."""
-        from socratic_exp.algorithms.socratic_rl.utility import cross_probe_pairs
-
         chat = self._attached().chat
         rows = []
         for better, worse, _ in cross_probe_pairs(new, past, self.meta_margin, self.meta_max_pairs):

@@ -14,8 +14,8 @@ paper" table. The phases of Algorithm 1 and where they live:
 3. **Utility and teacher meta-learning** (``loop.ViewpointLoop.probe``): every ``probe_every`` steps U(v) of each
    viewpoint in V on ``probe_items`` probe questions (``utility.py``); viewpoints at or below ``retire_threshold``
    for ``retire_patience`` probes retire. With ``meta_learning`` the measurements go to ``teacher.meta_update``
-   (rule: phrasings reweighted; llm: DPO on utility-ranked pairs formed across probes, ``utility.cross_probe_pairs``;
-   blackbox: exemplars in its prompt).
+   (rule: phrasings reweighted; llm: DPO on utility-ranked pairs formed across probes,
+   ``teachers.meta_learning.cross_probe_pairs``; blackbox: exemplars in its prompt).
 4. **Distillation** (``loop.ViewpointLoop.distill``) every ``distill_every`` steps through the ``distiller`` group;
    then V is reset.
 

@@ -204,7 +204,7 @@ class ViewpointLoop:
         """U(v) of every viewpoint in V (Section 3.3); retirement; the teacher's meta-update from the new
         measurements, each with the trace it was written from as the teacher saw it (question, completion, the
         verifier's score and reason). The teacher keeps what it learned from earlier probes itself (the LLM teacher
-        pairs this probe's viewpoints with earlier ones: ``utility.cross_probe_pairs``)."""
+        pairs this probe's viewpoints with earlier ones: ``teachers.meta_learning.cross_probe_pairs``)."""
         from socratic_exp.teachers.base import Attempt, ScoredViewpoint
 
         started = time.perf_counter()
