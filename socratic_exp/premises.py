@@ -363,13 +363,15 @@ class Premises:
 
     # Socratic-RL
     def socratic_rl(self) -> dict[str, float]:
+        from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
         from socratic_exp.tasks.base import with_context
         from socratic_exp.teachers.base import Attempt
 
         rows = self.train_rows
         answers = self.greedy([r["prompt"] for r in rows])
         failed = [(r["prompt"], a) for r, a in zip(rows, answers, strict=True) if self.score(a, r) < 1.0]
-        viewpoints = self.teacher.reflect([q for q, _ in failed], [Attempt(a, 0.0, "wrong") for _, a in failed])
+        attempts = [Attempt(a, 0.0, "wrong") for _, a in failed]
+        viewpoints = self.teacher.reflect([q for q, _ in failed], attempts, REFLECTION_TEMPLATE)
         texts = sorted({v.text for v in viewpoints if v is not None})
         if not texts:
             return {"socratic_rl/viewpoints": 0.0}

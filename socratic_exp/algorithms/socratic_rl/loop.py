@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from socratic_exp import distributed
 from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
+from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.tasks.base import with_context
 
@@ -156,7 +157,8 @@ class ViewpointLoop:
         outcomes: Counter[str] = Counter()
         if chosen:
             questions = [q for q, _ in chosen]
-            asked = self.c.teacher.reflect(questions, [a for _, a in chosen]) if distributed.is_main() else None
+            attempts = [a for _, a in chosen]
+            asked = self.c.teacher.reflect(questions, attempts, REFLECTION_TEMPLATE) if distributed.is_main() else None
             viewpoints = distributed.from_main(asked)
             for (question, attempt), viewpoint in zip(chosen, viewpoints, strict=True):
                 if viewpoint is None:
@@ -238,7 +240,7 @@ class ViewpointLoop:
             ]
             # on every process, from the same measurements: the same bookkeeping, or a DPO phase of the teacher's
             # weights that is data-parallel over the processes like the run's trainer
-            metrics |= self.c.teacher.meta_update(scored)
+            metrics |= self.c.teacher.meta_update(scored, REFLECTION_TEMPLATE)
             self.seconds["meta"] += time.perf_counter() - started
         return metrics
 
