@@ -24,21 +24,12 @@ from socratic_exp.console import (
     filter_dependency_noise,
     import_quietly,
     quiet_console,
-    redact_logs,
 )
 from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.lifecycle import as_typed, check_resume, record_failure, sigterm_as_interrupt
 from socratic_exp.loggers.base import Logger, RunInfo
-from socratic_exp.run_folder import (
-    MetricsFile,
-    MetricsSink,
-    RunRecord,
-    redact,
-    redact_overrides,
-    run_name,
-    scrub_hydra_files,
-    secret_values,
-)
+from socratic_exp.run_folder import MetricsFile, MetricsSink, RunRecord, run_name
+from socratic_exp.secrets import protect_command_line, redact, redact_overrides, scrub_training_args
 
 log = logging.getLogger("socratic_exp")
 
@@ -63,13 +54,7 @@ def _run_job(cfg: DictConfig) -> float | None:
     record: RunRecord | None = None
     config: Any = {}
     filter_dependency_noise()
-    # A secret given on the command line reaches no file: Hydra's dumps are scrubbed, and the process's own
-    # arguments (which W&B records as the run's metadata) lose it before anything else reads them.
-    secrets = secret_values(overrides)
-    sys.argv[1:] = redact_overrides(sys.argv[1:])
-    redact_logs(secrets)
-    if is_main:
-        scrub_hydra_files(run_dir, secrets)
+    protect_command_line(overrides, run_dir if is_main else None)  # the main process scrubs Hydra's dumps
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
         try:
@@ -252,8 +237,6 @@ class Experiment:
     def _save_final(self, trainer: Any, student: Any, folder: Path) -> None:
         """The final model: with LoRA and ``model.lora.merge_on_save`` the adapters merged into the weights (a plain
         transformers model), else what the trainer saves (the weights, or the adapters alone)."""
-        from socratic_exp.callbacks import scrub_training_args
-
         if self.c.model.lora.enabled and self.c.model.lora.merge_on_save:
             from socratic_exp.models.adapters import save_merged
 
