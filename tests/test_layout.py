@@ -104,3 +104,45 @@ def test_trainer_modules_import_without_run():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "ok"
+
+
+CONCRETE_TEACHERS = {f"socratic_exp.teachers.{option}" for option in ("none", "llm", "rule", "blackbox")}
+
+
+def test_only_the_teachers_package_names_a_teacher_class():
+    """Algorithms and the run ask a teacher what it can do (``teachers.base.Teacher``'s interface); the class itself
+    is named only in conf/teacher/, where Hydra builds it."""
+    offenders = sorted(
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if not module_name(path).startswith("socratic_exp.teachers.")
+        and imports(path, top_level_only=False) & CONCRETE_TEACHERS
+    )
+    assert offenders == []
+
+
+# premises.py measures each method's premise with that method's own helpers (context building, the reflection prompt)
+REACHES_INTO_METHODS = {"socratic_exp.premises"}
+
+
+def test_shared_modules_do_not_reach_into_a_method():
+    """A module outside ``algorithms/`` imports no method's package (``algorithms.base`` and ``algorithms.trl_batch``
+    are shared), and none outside ``samplers/<option>/`` imports that sampler's package. (One method's package may
+    build on another's: a cross-method dependency, not a shared module's.)"""
+    methods = [f"socratic_exp.algorithms.{method}" for method in METHODS]
+    samplers = [module_name(p) for p in (PACKAGE / "samplers").glob("*/__init__.py")]
+
+    def within(name: str, package: str) -> bool:
+        return name == package or name.startswith(package + ".")
+
+    offenders = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        if name in REACHES_INTO_METHODS:
+            continue
+        own = [*methods] if within(name, "socratic_exp.algorithms") else []
+        packages = [package for package in [*methods, *samplers] if package not in own and not within(name, package)]
+        found = {i for i in imports(path, top_level_only=False) if any(within(i, package) for package in packages)}
+        if found:
+            offenders[name] = sorted(found)
+    assert samplers and offenders == {}
