@@ -69,8 +69,8 @@ def data_overrides(data: Path, task: str = "gsm8k") -> list[str]:
 # --- accuracy ----------------------------------------------------------------------------------------------------
 def accuracy(args: argparse.Namespace) -> None:
     from socratic_exp.components import build_components
-    from socratic_exp.evaluation import generate
     from socratic_exp.hydra_support import compose
+    from socratic_exp.models.generation import generate
 
     student = None
     records = []

@@ -166,7 +166,7 @@ def contexts() -> None:
         Templates,
         build_contexts,
     )
-    from socratic_exp.evaluation import generate
+    from socratic_exp.models.generation import generate
     from socratic_exp.teachers.base import Attempt, GuidanceRequest
 
     c = build_components(compose("algorithm=grpo", "teacher=rule", "logger=none"))

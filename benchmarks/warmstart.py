@@ -12,8 +12,9 @@ import sys
 import time
 
 from socratic_exp.components import build_components
-from socratic_exp.evaluation import Evaluator, generate
+from socratic_exp.evaluation import Evaluator
 from socratic_exp.hydra_support import compose
+from socratic_exp.models.generation import generate
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import PRINCIPLES, guidance_for, prompt_for
 

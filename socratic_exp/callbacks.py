@@ -16,6 +16,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from socratic_exp import distributed
 from socratic_exp.console import log_step_metrics
+from socratic_exp.secrets import scrub_training_args
 
 TRACKER_POSITION = "tracker_position.json"
 TRAIN_CLOCK = "train_clock.json"
@@ -117,25 +118,6 @@ class SecretFreeArgumentsCallback(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             scrub_training_args(args, checkpoint_folder(args, state))
-
-
-def scrub_training_args(args: Any, folder: Path) -> None:
-    """Overwrite ``folder/training_args.bin`` with a copy of ``args`` whose secret-looking fields are blank."""
-    import copy
-    import dataclasses
-
-    from socratic_exp.run_folder import is_secret_key
-
-    path = folder / "training_args.bin"
-    secret = [f.name for f in dataclasses.fields(args) if is_secret_key(f.name) and getattr(args, f.name, None)]
-    if not secret or not path.is_file():
-        return
-    import torch
-
-    clean = copy.copy(args)
-    for name in secret:
-        object.__setattr__(clean, name, None)
-    torch.save(clean, path)
 
 
 def save_final_model(trainer: Any, student: Student, lora: LoRA, folder: Path) -> None:
@@ -298,7 +280,7 @@ class PeriodicEvalCallback(TrainerCallback):
             if self.clock is not None:
                 metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
             if state.is_world_process_zero:
-                self.sink.log_evaluation(metrics, step, self.teacher)
+                self.sink.log_evaluation(metrics, step, self.teacher.samples())
             if self.guard is not None and self.guard.observe(step, metrics, self.student.model):
                 control.should_training_stop = True
             if self.clock is not None:

@@ -10,7 +10,6 @@ from omegaconf import DictConfig, OmegaConf
 from socratic_exp.distillers.none import NoDistiller
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.evaluation import EvalSettings
-from socratic_exp.teachers.none import NoTeacher
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import Algorithm
@@ -57,7 +56,7 @@ def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> 
         raise _unknown_key("eval", err, EvalSettings) from None
     components = Components(**built, eval=eval_settings, choices=choices)
     check_compatible(components)
-    _check_top_level(cfg, eval_settings, components.task, has_teacher=not isinstance(components.teacher, NoTeacher))
+    _check_top_level(cfg, eval_settings, components.task, has_teacher=components.teacher.present)
     return components
 
 
@@ -94,7 +93,7 @@ def check_compatible(components: Components) -> None:
     algorithm = components.algorithm
     name = components.choices["algorithm"]
     # An algorithm that trains without a teacher still accepts one: it then serves the assisted evaluation only.
-    has_teacher = not isinstance(components.teacher, NoTeacher)
+    has_teacher = components.teacher.present
     if algorithm.requires_teacher and not has_teacher:
         raise ConfigError("teacher", "none", f"algorithm={name} needs a teacher", "choose one, e.g. teacher=rule")
     if not isinstance(components.distiller, NoDistiller) and not algorithm.uses_distiller:

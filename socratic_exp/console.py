@@ -147,38 +147,6 @@ def quiet_console(quiet: bool = True) -> Iterator[None]:
             handler.setLevel(level)
 
 
-_LOG_SECRETS: list[str] = []
-
-
-def redact_logs(secrets: list[str]) -> None:
-    """Every log record created from now on in this process has ``secrets`` replaced, whatever logger or handler
-    writes it (console and log file alike): a library, or Hydra's own launchers (``#0 : <overrides>``), logging a
-    secret given on the command line. A record factory, since Hydra re-configures logging (and its handlers)."""
-    fresh = [secret for secret in secrets if secret and secret not in _LOG_SECRETS]
-    if not fresh:
-        return
-    if not _LOG_SECRETS:
-        make_record = logging.getLogRecordFactory()
-
-        def redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-            record = make_record(*args, **kwargs)
-            try:
-                message = record.getMessage()
-            except (TypeError, ValueError):  # a malformed format: the handler reports it, as without this factory
-                return record
-            if any(secret in message for secret in _LOG_SECRETS):
-                from socratic_exp.run_folder import REDACTED
-
-                for secret in _LOG_SECRETS:
-                    message = message.replace(secret, REDACTED)
-                record.msg, record.args = message, None
-            return record
-
-        logging.setLogRecordFactory(redacting_factory)
-    _LOG_SECRETS.extend(fresh)
-    _LOG_SECRETS.sort(key=len, reverse=True)
-
-
 def log_step_metrics(step: int, logs: dict[str, Any]) -> None:
     """TRL's per-step dictionary, as one JSON line of the run's log file."""
     logger = logging.getLogger(STEP_LOG)

@@ -171,7 +171,7 @@ _MISSING = object()
 def comparable_overrides(overrides: list[str]) -> list[str]:
     """Overrides as two launches are compared: ``resume`` aside, sorted, and secrets redacted (the copies kept in
     a run folder never hold them, so a run launched with a secret is still found by ``resume=auto``)."""
-    from socratic_exp.run_folder import redact_overrides
+    from socratic_exp.secrets import redact_overrides
 
     return sorted(redact_overrides([o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY]))
 
@@ -198,14 +198,13 @@ class SweepStatus(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Any launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
-        from socratic_exp.console import redact_logs
-        from socratic_exp.run_folder import secret_values
+        from socratic_exp.secrets import redact_logs, secret_values
 
         redact_logs(secret_values([str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from socratic_exp.report import write_sweep_summary
-        from socratic_exp.run_folder import scrub_hydra_files, secret_values
+        from socratic_exp.secrets import scrub_hydra_files, secret_values
 
         sweep_dir = Path(config.hydra.sweep.dir)
         # multirun.yaml holds the command line (the local launcher scrubs it at launch, Hydra's launchers here)

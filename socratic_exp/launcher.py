@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from socratic_exp.hydra_support import RUN_DIR_ENV, comparable_overrides
-from socratic_exp.run_folder import redact_overrides, scrub_hydra_files, secret_values, write_json_atomic
+from socratic_exp.run_folder import write_json_atomic
+from socratic_exp.secrets import redact_overrides, scrub_hydra_files, secret_values
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")

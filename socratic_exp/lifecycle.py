@@ -21,18 +21,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
 from socratic_exp.components import GROUPS, Components, build_components
-from socratic_exp.console import filter_dependency_noise, redact_logs
+from socratic_exp.console import filter_dependency_noise
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import typed_key
 from socratic_exp.loggers.base import RunInfo
-from socratic_exp.run_folder import (
-    RunRecord,
-    is_run_folder,
-    redact,
-    redact_overrides,
-    scrub_hydra_files,
-    secret_values,
-)
+from socratic_exp.run_folder import RunRecord, is_run_folder
+from socratic_exp.secrets import protect_command_line, redact, redact_overrides
 
 if TYPE_CHECKING:
     from socratic_exp.console import ProgressDisplay
@@ -79,11 +73,7 @@ def guard_process(job: Job) -> None:
     if not job.is_main:
         logging.getLogger("socratic_exp").setLevel(logging.WARNING)
     filter_dependency_noise()
-    secrets = secret_values(job.overrides)
-    sys.argv[1:] = redact_overrides(sys.argv[1:])
-    redact_logs(secrets)
-    if job.is_main:
-        scrub_hydra_files(job.run_dir, secrets)
+    protect_command_line(job.overrides, job.run_dir if job.is_main else None)  # the main process scrubs Hydra's dumps
 
 
 @contextlib.contextmanager

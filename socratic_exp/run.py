@@ -27,7 +27,6 @@ from socratic_exp.lifecycle import (
 )
 from socratic_exp.loggers.base import Logger
 from socratic_exp.run_folder import MetricsSink, RunRecord, last_checkpoint, resumed_metrics, run_name
-from socratic_exp.teachers.none import NoTeacher
 
 log = logging.getLogger("socratic_exp")
 
@@ -87,7 +86,7 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
         c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
         bench = workbench(c)
         student = bench.student
-        assistant = None if isinstance(c.teacher, NoTeacher) else c.teacher
+        assistant = c.teacher if c.teacher.present else None
         evaluator = Evaluator(c.task, bench.splits["eval"], c.eval, assistant)
         guard = CollapseGuard(
             cfg.objective, c.eval.collapse_margin, c.eval.collapse_patience, lora=c.model.lora.enabled
@@ -95,7 +94,7 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
         distributed.join()
         if "initial" not in record.data:
             initial = evaluator.evaluate(student) | {TRAIN_SECONDS: 0.0}
-            sink.log_evaluation(initial, 0, c.teacher)
+            sink.log_evaluation(initial, 0, c.teacher.samples())
             record.update(initial=initial)
             guard.observe(0, initial, student.model)
         callbacks = RunCallbacks(c, sink, evaluator, student, guard, display, tracker)
@@ -115,7 +114,7 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
         student.model = trainer.accelerator.unwrap_model(trainer.model)
         final = guard.final(step, evaluator, student)
         final[TRAIN_SECONDS] = round(callbacks.clock.seconds, 3)
-        sink.log_evaluation(final, step, c.teacher)
+        sink.log_evaluation(final, step, c.teacher.samples())
         if cfg.save_final_model:
             save_final_model(trainer, student, c.model.lora, job.run_dir / "checkpoints" / "final")
         objective = final[cfg.objective]

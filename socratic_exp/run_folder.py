@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import platform
-import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,9 +19,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from socratic_exp.secrets import is_secret_key, redact, redact_overrides
+
 if TYPE_CHECKING:
     from socratic_exp.loggers.base import Logger
-    from socratic_exp.teachers.base import Teacher
 
 TRACKED_PACKAGES = (
     "socratic_exp",
@@ -38,28 +38,6 @@ TRACKED_PACKAGES = (
     "openai",
     "vllm",
 )
-# A key is secret-looking when one of its words (split at _ - . and camelCase) is one of these, or starts with
-# secret / password / auth (not author); ``*_env`` keys name a variable, and tokenizer tokens (pad_token) are text.
-_SECRET_WORDS = {"token", "key", "apikey", "secret", "password", "passwd", "pwd", "auth", "credential", "credentials"}
-_SECRET_STARTS = ("secret", "password", "auth", "bearer", "cookie")
-_AUTHOR = {"author", "authors", "authored", "authorship"}
-_TOKENIZER_TOKEN = re.compile(r"(^|_)(pad|eos|bos|unk|sep|cls|mask)_token(_id)?$")
-_WORD_SPLIT = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
-REDACTED = "<redacted>"
-
-
-def is_secret_key(key: Any) -> bool:
-    """Whether a config key (or an override's key, ``+teacher.extra_body.api_key``) names a secret: its last part
-    has a word such as token, key, secret, password or auth (``hub_token``, ``apiKey``, ``Authorization``), but not
-    a count (``max_new_tokens``), a variable's name (``api_key_env``) or a tokenizer's token (``pad_token``)."""
-    name = str(key).lstrip("+~").rsplit(".", 1)[-1]
-    lowered = name.lower()
-    if lowered.endswith("_env") or _TOKENIZER_TOKEN.search(lowered):
-        return False
-    words = [word.lower() for word in _WORD_SPLIT.split(name) if word]
-    return "apikey" in lowered or any(
-        word in _SECRET_WORDS or (word.startswith(_SECRET_STARTS) and word not in _AUTHOR) for word in words
-    )
 
 
 def default_cache_dir() -> Path:
@@ -68,114 +46,6 @@ def default_cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "socratic_exp"
     )
     return Path(root)
-
-
-def redact(data: Any) -> Any:
-    """A copy of ``data`` with the values of secret-looking keys replaced (keys ending in ``_env`` name a variable)."""
-    if isinstance(data, dict):
-        return {key: REDACTED if is_secret_key(key) and value else redact(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [redact(v) for v in data]
-    return data
-
-
-def scrub_hydra_files(run_dir: Path, secrets: list[str] | None = None) -> None:
-    """Redact secret-looking values from Hydra's own dumps (``.hydra/*.yaml``, a sweep's ``multirun.yaml``), which
-    are written before the run starts: a key passed on the command line must not stay on disk. ``secrets`` (the
-    values given on the command line) are then replaced wherever else they appear (``hydra.job.override_dirname``
-    joins the overrides into one string)."""
-    from omegaconf import OmegaConf
-
-    for path in [run_dir / ".hydra" / n for n in ("config.yaml", "overrides.yaml", "hydra.yaml")] + [
-        run_dir / "multirun.yaml"
-    ]:
-        if not path.is_file():
-            continue
-        scrub_text(path, secrets or [])
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        if isinstance(data, list):
-            clean: Any = [_redact_override(o) if isinstance(o, str) else o for o in data]
-        else:
-            clean = redact(data)
-            overrides = (clean.get("hydra") or {}).get("overrides") or {}
-            for kind, items in overrides.items():
-                overrides[kind] = [_redact_override(o) for o in items]
-        if clean != data:
-            path.write_text(OmegaConf.to_yaml(OmegaConf.create(clean)))
-
-
-def redact_overrides(overrides: list[str]) -> list[str]:
-    """Command-line overrides with the values of secret-looking keys replaced."""
-    return [_redact_override(o) for o in overrides]
-
-
-def _redact_override(override: str) -> str:
-    """``key=<redacted>`` for a secret-looking key; a dict or list value keeps its shape with its secret-looking
-    entries replaced (``+teacher.extra_body={api_key: <redacted>, top_k: 20}``)."""
-    key, sep, value = override.partition("=")
-    if not sep or not value:
-        return override
-    if is_secret_key(key):
-        return f"{key}={REDACTED}"
-    if value.lstrip().startswith(("{", "[")):
-        for secret in sorted(_secret_leaves(value), key=len, reverse=True):
-            value = value.replace(secret, REDACTED)
-    return f"{key}={value}"
-
-
-def secret_values(overrides: list[str]) -> list[str]:
-    """The values given to secret-looking keys on the command line (what must reach no file), longest first; a
-    dict or list value also yields its secret-looking entries (``+teacher.extra_body={api_key: X}``)."""
-    found: set[str] = set()
-    for override in overrides:
-        key, sep, value = override.partition("=")
-        if not sep or not value:
-            continue
-        if is_secret_key(key) and value.strip("'\"") not in ("", "null", "None"):
-            found.update({value, value.strip("'\"")})
-        elif value.lstrip().startswith(("{", "[")):
-            found.update(_secret_leaves(value))
-    return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
-
-
-def _secret_leaves(value: str) -> set[str]:
-    """Secret-looking entries of a dict/list override value, parsed as Hydra parses it."""
-    try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        parsed = OverridesParser.create().parse_override(f"x={value}").value()
-    except Exception:  # not Hydra syntax: the key check above is all there is
-        return set()
-    found: set[str] = set()
-
-    def walk(node: Any, secret: bool) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, secret or is_secret_key(k))
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, secret)
-        elif secret and node not in (None, ""):
-            found.add(str(node))
-
-    walk(parsed, False)
-    return found
-
-
-def scrub_text(path: Path, secrets: list[str]) -> bool:
-    """Replace every secret value in a text file by ``<redacted>``; True when the file changed."""
-    if not secrets or not path.is_file():
-        return False
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return False
-    clean = text
-    for secret in secrets:
-        clean = clean.replace(secret, REDACTED)
-    if clean != text:
-        path.write_text(clean, encoding="utf-8")
-    return clean != text
 
 
 def is_run_folder(path: Any) -> bool:
@@ -338,10 +208,11 @@ class MetricsSink:
                 handle.write(json.dumps({"step": step, **row}) + "\n")
         self.logger.log_table(name, rows, step)
 
-    def log_evaluation(self, metrics: dict[str, Any], step: int, teacher: Teacher) -> None:
-        """An evaluation's metrics, and the teacher guidance it sampled (the ``teacher_guidance`` table)."""
+    def log_evaluation(self, metrics: dict[str, Any], step: int, guidance: list[dict[str, Any]]) -> None:
+        """An evaluation's metrics, and the teacher guidance sampled since the last one (the ``teacher_guidance``
+        table: ``Teacher.samples()``)."""
         self.log(metrics, step)
-        self.log_table("teacher_guidance", teacher.samples(), step)
+        self.log_table("teacher_guidance", guidance, step)
 
 
 class RunRecord:

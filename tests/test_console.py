@@ -159,8 +159,10 @@ def test_dependency_deprecations_are_filtered_but_ours_and_real_warnings_stay(mo
 
 # --- in a run -----------------------------------------------------------------------------------------------------
 def test_log_records_lose_the_secrets_of_the_command_line(caplog):
+    from socratic_exp.secrets import redact_logs
+
     caplog.set_level(logging.INFO)
-    console.redact_logs(["hf_CANARYlog1234"])
+    redact_logs(["hf_CANARYlog1234"])
     logging.getLogger("hydra.core").info("#%d : %s", 0, "+x.hub_token=hf_CANARYlog1234 seed=0")
     assert caplog.records[-1].getMessage() == "#0 : +x.hub_token=<redacted> seed=0"
 

@@ -75,8 +75,9 @@ def test_train_seconds_exclude_evaluations_and_survive_a_resume(tmp_path):
             return {"eval/greedy_acc": 0.5}
 
     logged = []
-    sink = SimpleNamespace(log_evaluation=lambda metrics, step, teacher: logged.append((step, dict(metrics))))
-    callback = PeriodicEvalCallback(Evaluator(), SimpleNamespace(model=None), 2, sink, None, None, train_clock)
+    sink = SimpleNamespace(log_evaluation=lambda metrics, step, guidance: logged.append((step, dict(metrics))))
+    teacher = SimpleNamespace(samples=list)
+    callback = PeriodicEvalCallback(Evaluator(), SimpleNamespace(model=None), 2, sink, teacher, None, train_clock)
     args = SimpleNamespace(output_dir=str(tmp_path))
     state = SimpleNamespace(global_step=0, max_steps=4, is_world_process_zero=True)
     control = SimpleNamespace(should_training_stop=False)

@@ -175,3 +175,39 @@ def test_the_methods_own_modules_are_found_in_their_folders(kind):
         "evidence": {"socraticpo", "entropy_masked", "sdpo", "vpd", "socratic_rl", "goldilocks"},
     }[kind]
     assert found == expected
+
+
+CONCRETE_TEACHERS = {f"socratic_exp.teachers.{option}" for option in ("none", "llm", "rule", "blackbox")}
+
+
+def test_only_the_teachers_package_names_a_teacher_class():
+    """Algorithms and the run ask a teacher what it can do (``teachers.base.Teacher``'s interface); the class itself
+    is named only in conf/teacher/, where Hydra builds it."""
+    offenders = sorted(
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if not module_name(path).startswith("socratic_exp.teachers.")
+        and imports(path, top_level_only=False) & CONCRETE_TEACHERS
+    )
+    assert offenders == []
+
+
+def test_shared_modules_do_not_reach_into_a_method():
+    """A module outside ``algorithms/`` imports no method's package (``algorithms.base`` and ``algorithms.trl_batch``
+    are shared), and none outside ``samplers/<option>/`` imports that sampler's package. (One method's package may
+    build on another's: a cross-method dependency, not a shared module's.)"""
+    methods = [f"socratic_exp.algorithms.{method}" for method in METHODS]
+    samplers = [module_name(p) for p in (PACKAGE / "samplers").glob("*/__init__.py")]
+
+    def within(name: str, package: str) -> bool:
+        return name == package or name.startswith(package + ".")
+
+    offenders = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        own = [*methods] if within(name, "socratic_exp.algorithms") else []
+        packages = [package for package in [*methods, *samplers] if package not in own and not within(name, package)]
+        found = {i for i in imports(path, top_level_only=False) if any(within(i, package) for package in packages)}
+        if found:
+            offenders[name] = sorted(found)
+    assert samplers and offenders == {}

@@ -101,7 +101,7 @@ def trainer_for(smol, cache_dir, data_dir, *extra: str):
 
 
 def test_the_chat_template_renders_the_tasks_system_turn(smol, cache_dir, data_dir):
-    from socratic_exp.evaluation import as_model_input
+    from socratic_exp.models.generation import as_model_input
 
     c, student, _ = setup(smol, cache_dir, data_dir)
     text = as_model_input(student, "What is 2+3?", c.task.instruction())
@@ -156,12 +156,12 @@ def test_evaluation_reads_real_answers(smol, cache_dir, data_dir, monkeypatch):
     within the token cap, each verdict's extracted answer read from the completion's own text, and
     ``eval/no_answer`` the share of answers it could not read."""
     from socratic_exp import evaluation
+    from socratic_exp.models.generation import generate
     from socratic_exp.tasks.verifiers import NO_ANSWER_REASONS
 
     c, student, _ = setup(smol, cache_dir, data_dir, "eval.max_new_tokens=160", "eval.batch_size=2", task="multiarith")
     rows = c.task.build()["eval"].select(range(2))  # what eval.max_samples=2 evaluates
     generated: list[list[str]] = []
-    generate = evaluation.generate
     monkeypatch.setattr(evaluation, "generate", lambda *a, **k: generated.append(generate(*a, **k)) or generated[-1])
     metrics = evaluation.Evaluator(c.task, rows, c.eval).evaluate(student)
     (texts,) = generated

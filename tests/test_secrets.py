@@ -22,7 +22,7 @@ import pytest
 from conftest import app_environment, read_summary, run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.run_folder import (
+from socratic_exp.secrets import (
     REDACTED,
     is_secret_key,
     redact,
@@ -94,7 +94,7 @@ def test_hydra_dumps_lose_the_secret_everywhere_including_override_dirname(tmp_p
 def test_checkpoint_arguments_are_rewritten_without_the_token(tmp_path):
     import torch
 
-    from socratic_exp.callbacks import scrub_training_args
+    from socratic_exp.secrets import scrub_training_args
 
     args = _Args(output_dir="out", hub_token="hf_abcdef", hub_model_id="me/model")
     torch.save(args, tmp_path / "training_args.bin")

@@ -25,8 +25,9 @@ from socratic_exp.algorithms.socratic_rl.knowledge_base import (
     similarity,
 )
 from socratic_exp.algorithms.socratic_rl.loop import select_traces
-from socratic_exp.algorithms.socratic_rl.utility import cross_probe_pairs, mean, measure_utilities
+from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
+from socratic_exp.teachers.meta_learning import cross_probe_pairs
 
 PRECEDENCE = "Principle: do * before + and -."
 BRACKETS = "Principle: work out the brackets first."
@@ -333,6 +334,24 @@ def test_blackbox_meta_learning_shows_measured_exemplars():
     )
     block = teacher.exemplar_block()
     assert f"- {PRECEDENCE}" in block and "- Note: useless." in block and BRACKETS not in block
+
+
+def test_the_reflection_prompt_is_the_methods_unless_the_teacher_sets_its_own():
+    from types import SimpleNamespace
+
+    from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
+    from socratic_exp.errors import ConfigError
+    from socratic_exp.teachers.llm import LLMTeacher
+
+    trace = Attempt("2+3=5\nA: 5\n", 0.0, "wrong")
+    teacher, own = LLMTeacher(), LLMTeacher(reflect_template="Why {student_answer}?")
+    teacher._teacher = own._teacher = SimpleNamespace(chat=True)  # attached to an instruct model
+    asked = teacher.reflection_prompt("Q: 2+3=?", trace, REFLECTION_TEMPLATE)
+    assert asked.startswith("You are a teacher analysing") and "Student's attempt: 2+3=5\nA: 5\n" in asked
+    assert "{exemplars}" not in asked
+    assert own.reflection_prompt("Q: 2+3=?", trace, REFLECTION_TEMPLATE) == "Why 2+3=5\nA: 5?"
+    with pytest.raises(ConfigError, match="reflect_template"):
+        teacher.reflection_prompt("Q: 2+3=?", trace)  # neither the method nor the option gives a prompt
 
 
 # --- on the tiny model ------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import UserError
-from socratic_exp.evaluation import as_model_input
+from socratic_exp.models.generation import as_model_input
 from socratic_exp.tasks import verifiers as vf
 from socratic_exp.tasks.aime24 import Aime24Task
 from socratic_exp.tasks.aime25 import Aime25Task
@@ -120,7 +120,7 @@ def test_multiarith_drops_the_duplicates(data_dir):
     assert rows[0]["answer"] == "39"
 
 
-def test_sciknoweval_sdpo_split(sciknoweval_all, data_dir):
+def test_sciknoweval_domain_split(sciknoweval_all, data_dir):
     _, splits = sciknoweval_all
     # 4135 mcq-4 L3 questions, one dropped for an upstream defect (5 option texts, 4 labels) after the split
     assert {name: len(rows) for name, rows in splits.items()} == {"train": 3720, "eval": 414}

@@ -192,6 +192,23 @@ def test_template_and_context_helpers():
     assert [m["role"] for m in chat] == ["user", "assistant", "user"]
 
 
+def test_capabilities_are_properties_of_the_interface():
+    """What an algorithm may rely on is asked of the teacher, never read from its class."""
+    from socratic_exp.teachers.llm import LLMTeacher
+    from socratic_exp.teachers.none import NoTeacher
+
+    arithmetic = ArithmeticTask(train_size=10, eval_size=10, probe_size=0)
+    rule, llm, none = RuleTeacher(), LLMTeacher(), NoTeacher()
+    assert rule.present and llm.present and not none.present
+    assert rule.cannot_reflect_on(arithmetic) is None and llm.cannot_reflect_on(object()) is None  # type: ignore[arg-type]
+    assert "task=arithmetic" in (rule.cannot_reflect_on(object()) or "")  # type: ignore[arg-type]
+    assert rule.cannot_meta_learn() is None and llm.cannot_meta_learn() is None
+    problem, fix = LLMTeacher(model="some/teacher", backend="vllm").cannot_meta_learn() or ("", "")
+    assert "vLLM" in problem and fix == "use teacher.backend=transformers"
+    assert rule.separate_model() is None and llm.separate_model() is None  # not attached: no model of its own
+    none.decouple_from_student()  # nothing to decouple: no error
+
+
 # --- llm teacher ----------------------------------------------------------------------------------------------
 
 

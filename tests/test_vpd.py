@@ -549,7 +549,7 @@ def test_periodic_evaluation_stops_training_on_collapse():
     sink = SimpleNamespace(log_evaluation=lambda *args: None)
     student = SimpleNamespace(model=torch.nn.Linear(1, 1))
     guard = CollapseGuard("eval/greedy_acc", margin=0.1)
-    callback = PeriodicEvalCallback(evaluator, student, 5, sink, None, guard)
+    callback = PeriodicEvalCallback(evaluator, student, 5, sink, SimpleNamespace(samples=list), guard)
     control = SimpleNamespace(should_training_stop=False)
     for step in (5, 10):
         state = SimpleNamespace(global_step=step, max_steps=100, is_world_process_zero=True)

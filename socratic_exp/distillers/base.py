@@ -80,7 +80,7 @@ class TRLDistiller(Distiller):
 
     def sample(self, student: Student, prompts: list[Context], seed: int) -> list[str]:
         """One sampled response per prompt (its own seeded random state: training's is untouched)."""
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         return generate(
             student,

@@ -120,7 +120,7 @@ def context_kl(student: Student, teacher_model: Any, examples: list[tuple[Contex
     """Mean per-token KL(teacher(. | x, v, y<t) || student(. | x, y<t)) over the response tokens of (x, v, y)."""
     import torch
 
-    from socratic_exp.evaluation import as_model_input
+    from socratic_exp.models.generation import as_model_input
 
     tokenizer = student.tokenizer
     total = count = 0.0

@@ -15,10 +15,10 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from socratic_exp.algorithms.socratic_rl.knowledge_base import strip_label
 from socratic_exp.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
 from socratic_exp.tasks.base import with_context
+from socratic_exp.teachers.base import strip_label
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student

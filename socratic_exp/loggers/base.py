@@ -16,7 +16,7 @@ class RunInfo:
     group: str | None
     job_type: str
     tags: list[str]
-    config: dict[str, Any]  # resolved and redacted
+    config: dict[str, Any]  # resolved, its secrets redacted (secrets.redact)
     resume_id: str | None = None
     resume_position: int | None = None  # the tracker's own step at the checkpoint the run resumes from
 

@@ -62,7 +62,7 @@ class Bench:
 
     # generation helpers
     def sample(self, prompts: Sequence[Any], n: int = 1, salt: int = 0) -> list[str]:
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         return generate(
             self.student,
@@ -83,7 +83,7 @@ class Bench:
         return render_prompt(row["prompt"], self.common["instruction"], True) if self.student.chat else row["prompt"]
 
     def greedy(self, prompts: Sequence[Any]) -> list[str]:
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         return generate(self.student, list(prompts), progress=f"premises: {self.stage}", **self.common)
 
@@ -98,7 +98,7 @@ class Bench:
         """(log-probabilities, entropies) of each completion's tokens, teacher-forced after its prompt."""
         import torch
 
-        from socratic_exp.evaluation import as_model_input
+        from socratic_exp.models.generation import as_model_input
 
         tokenizer, model = self.student.tokenizer, self.student.model
         instruction = self.c.task.instruction()
@@ -131,7 +131,7 @@ class Bench:
         """The student's mean last hidden state over each prompt (what ``sampler.features=student`` reads)."""
         import torch
 
-        from socratic_exp.evaluation import as_model_input
+        from socratic_exp.models.generation import as_model_input
 
         tokenizer, model = self.student.tokenizer, self.student.model
         rows = []

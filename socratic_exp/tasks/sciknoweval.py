@@ -119,11 +119,11 @@ class SciKnowEvalTask(BenchmarkTask):
 
     def pools(self) -> dict[str, list[Row]]:
         given = set(self.data_files or {})
-        split = self.sdpo_split() if {"train", "eval"} - given else {}
+        split = self.domain_split() if {"train", "eval"} - given else {}
         pools = {name: self.load_rows(name) if name in given else split[name] for name in ("train", "eval")}
         return {name: [row for row in rows if row["prompt"]] for name, rows in pools.items()}
 
-    def sdpo_split(self) -> dict[str, list[Row]]:
+    def domain_split(self) -> dict[str, list[Row]]:
         """Each domain split on its own with ``datasets``' ``train_test_split`` (SDPO's procedure)."""
         from datasets import Dataset
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from socratic_exp.component import Component, setting
+from socratic_exp.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
 ViewpointKind = Literal["principle", "heuristic", "causal explanation", "counter-example"]
 Context = str | list[dict[str, str]]  # a plain prompt, or chat messages
 
-# The SocraticPO teaching template (paper, Appendix B.2). Placeholders: {question}, {student_answer},
+# The teacher's guidance prompt, used for all guidance by every teacher option that writes from a prompt: its text is
+# the teaching template of the SocraticPO paper (Appendix B.2). Placeholders: {question}, {student_answer},
 # {reference_solution}, {ground_truth_block}, {verifier_feedback}, {attempt_number}.
-SOCRATICPO_TEMPLATE = (
+GUIDANCE_TEMPLATE = (
     "You are an expert teacher. Student's answer is incorrect. Please review the student's latest answer and "
     "provide concise, actionable guidance. Prefer hints, corrections, and next-step suggestions over directly "
     "revealing the answer.\n"
@@ -105,18 +107,6 @@ class ScoredViewpoint:
     utility: float
 
 
-# Socratic-RL's reflection prompt (Sections 3.1-3.2) for instruct teachers. {exemplars}: meta-learning by prompt
-# (teacher=blackbox) fills in viewpoints measured helpful or useless for this student.
-REFLECTION_TEMPLATE = (
-    "You are a teacher analysing a student's attempt at a problem. Find the root cause of the student's error "
-    "(a logical fallacy, a procedural error or a flawed assumption) and write ONE general, reusable viewpoint that "
-    "would help this student on similar problems. Do not solve this problem and do not state its answer.\n"
-    "Problem: {question}\n"
-    "Student's attempt: {student_answer}\n"
-    "Verifier: {verifier_feedback}\n"
-    "{exemplars}"
-    "Answer with one line that starts with Principle:, Heuristic:, Causal explanation: or Counter-example:"
-)
 VIEWPOINT_LABELS: dict[str, ViewpointKind] = {
     "principle": "principle",
     "heuristic": "heuristic",
@@ -127,6 +117,7 @@ VIEWPOINT_LABELS: dict[str, ViewpointKind] = {
 _LABELLED_LINE = re.compile(r"^\W*(" + "|".join(map(re.escape, VIEWPOINT_LABELS)) + r")\s*:\s*(.+)$", re.IGNORECASE)
 MAX_VIEWPOINT_CHARS = 300
 MIN_VIEWPOINT_LETTERS = 8  # fewer letters than this is not a readable principle (e.g. a stray number)
+_LABEL = re.compile(r"^\s*[A-Za-z -]{2,24}:\s*")
 
 
 def parse_viewpoint(reply: str, source_trace: str) -> Viewpoint | None:
@@ -146,6 +137,25 @@ def parse_viewpoint(reply: str, source_trace: str) -> Viewpoint | None:
     if sum(ch.isalpha() for ch in text.split(":", 1)[-1]) < MIN_VIEWPOINT_LETTERS:
         return None
     return Viewpoint(kind, text, source_trace)
+
+
+def reflection_template(own: str | None, asked: str | None) -> str:
+    """The reflection prompt a teacher writes from: its option's own (``reflect_template``) where set, else the one the
+    asking method hands to ``reflect`` / ``meta_update``."""
+    template = own if own is not None else asked
+    if template is None:
+        raise ConfigError(
+            "teacher.reflect_template",
+            None,
+            "is null, and the method asking for reflections gives no prompt of its own",
+            "set teacher.reflect_template to a prompt with {student_answer}",
+        )
+    return template
+
+
+def strip_label(text: str) -> str:
+    """``Principle: do * first.`` -> ``do * first.``"""
+    return _LABEL.sub("", text).strip()
 
 
 def render_template(template: str, request: GuidanceRequest) -> str:
@@ -237,6 +247,7 @@ class Teacher(Component):
     """A teacher option; all calls are batched over questions."""
 
     config_group: ClassVar[str] = "teacher"
+    present: ClassVar[bool] = True  # False: the option that stands for "no teacher" (it gives no guidance)
 
     access_ground_truth: bool = setting(
         False, "true: the teacher is given the reference answer / solution (its template's ground-truth blocks)"
@@ -262,6 +273,25 @@ class Teacher(Component):
     def close(self) -> None:
         """Release clients, threads and models."""
 
+    # --- capabilities (what an algorithm may rely on) ---------------------------------------------------------
+    def separate_model(self) -> tuple[Any, Any] | None:
+        """The teacher's own local (model, tokenizer), apart from the student's, when it has one; else None (a
+        remote teacher, a rule, or self-guidance with the student's weights)."""
+        return None
+
+    def decouple_from_student(self) -> None:
+        """A teacher that guides with the student's own weights takes a copy of them (as they are now), so that its
+        meta-learning trains the teacher and not the student; other teachers have nothing to do."""
+
+    def cannot_reflect_on(self, task: Task) -> str | None:
+        """Why this teacher cannot reflect on ``task``'s traces, in words for an error message (None: it can)."""
+        return None
+
+    def cannot_meta_learn(self) -> tuple[str, str] | None:
+        """Why ``meta_update`` cannot train this teacher as configured, and the teacher setting that would let it
+        (None: it can, or it has nothing to learn and ``meta_update`` returns {})."""
+        return None
+
     # --- the interface ----------------------------------------------------------------------------------------
     def guide(self, requests: Sequence[GuidanceRequest]) -> list[str]:
         """Concise corrective guidance for each request's latest (wrong) attempt."""
@@ -279,17 +309,22 @@ class Teacher(Component):
             self._keep_sample(request, text, leaked)
         return texts
 
-    def reflect(self, questions: Sequence[str], traces: Sequence[Attempt]) -> list[Viewpoint | None]:
-        """A viewpoint drawn from each trace, or None where the teacher has nothing to say."""
+    def reflect(
+        self, questions: Sequence[str], traces: Sequence[Attempt], prompt: str | None = None
+    ) -> list[Viewpoint | None]:
+        """A viewpoint drawn from each trace, or None where the teacher has nothing to say. ``prompt`` is the asking
+        method's reflection prompt, for teachers that write from one (their option's ``reflect_template`` wins where
+        set); placeholders: those of ``GUIDANCE_TEMPLATE`` and ``{exemplars}``."""
         if not traces:
             return []
-        viewpoints = self._reflect(list(questions), list(traces))
+        viewpoints = self._reflect(list(questions), list(traces), prompt)
         self.stats.add(reflections=len(traces), viewpoints=sum(v is not None for v in viewpoints))
         return viewpoints
 
-    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+    def meta_update(self, scored: Sequence[ScoredViewpoint], prompt: str | None = None) -> dict[str, float]:
         """Teacher meta-learning (Socratic-RL, Section 3.3): improve future reflections from the measured utility of
-        past viewpoints; returns ``teacher_meta/*`` statistics. Teachers that cannot learn return {}."""
+        past viewpoints; returns ``teacher_meta/*`` statistics. Teachers that cannot learn return {}. ``prompt``: the
+        reflection prompt the viewpoints were asked with (as in ``reflect``)."""
         return {}
 
     def save_meta_state(self, folder: Path) -> None:
@@ -320,7 +355,7 @@ class Teacher(Component):
     def _guide(self, requests: list[GuidanceRequest]) -> list[str]:
         raise NotImplementedError
 
-    def _reflect(self, questions: list[str], traces: list[Attempt]) -> list[Viewpoint | None]:
+    def _reflect(self, questions: list[str], traces: list[Attempt], prompt: str | None) -> list[Viewpoint | None]:
         return [None] * len(traces)
 
     def _keep_sample(self, request: GuidanceRequest, guidance: str, leaked: bool) -> None:

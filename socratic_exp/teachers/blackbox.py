@@ -10,9 +10,9 @@ the server answers, knows the model and accepts the key, and fails with one line
 The API key is read from the environment variable named by ``api_key_env`` (servers that need none, such as a
 local vLLM, get a placeholder); it is never part of the config, logs or outputs. Responses are cached on disk.
 
-Socratic-RL: ``reflect`` sends ``reflect_template``. A remote teacher's weights cannot be trained, so its
-meta-learning is in the prompt: the ``exemplars`` viewpoints measured most helpful for this student, and as many
-measured useless, are shown in every later reflection prompt.
+Socratic-RL: ``reflect`` sends ``reflect_template`` (by default the reflection prompt the method hands over). A
+remote teacher's weights cannot be trained, so its meta-learning is in the prompt: the ``exemplars`` viewpoints
+measured most helpful for this student, and as many measured useless, are shown in every later reflection prompt.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.run_folder import default_cache_dir
 from socratic_exp.teachers.base import (
-    REFLECTION_TEMPLATE,
-    SOCRATICPO_TEMPLATE,
+    GUIDANCE_TEMPLATE,
     Attempt,
     GuidanceRequest,
     ScoredViewpoint,
     Teacher,
     Viewpoint,
     parse_viewpoint,
+    reflection_template,
     render_template,
 )
 from socratic_exp.teachers.response_cache import ResponseCache, cache_key
@@ -78,7 +78,7 @@ class BlackboxTeacher(Teacher):
     api_key_env: str = setting(
         "OPENAI_API_KEY", "the NAME of the environment variable holding the key, never the key (unset: no key)"
     )
-    template: str = setting(SOCRATICPO_TEMPLATE, "the guidance prompt (SocraticPO's teaching template, App. B.2)")
+    template: str = setting(GUIDANCE_TEMPLATE, "the guidance prompt (SocraticPO's teaching template, App. B.2)")
     system_prompt: str | None = setting(None, "a system turn before the guidance prompt (null: none)")
     temperature: float = setting(0.7, "the teacher's sampling temperature (0: greedy)", ge=0.0)
     top_p: float = setting(1.0, "the teacher's nucleus sampling (1: off)", gt=0.0, le=1.0)
@@ -97,8 +97,8 @@ class BlackboxTeacher(Teacher):
     cache_dir: str | None = setting(None, "the response cache's folder (null: $SOCRATIC_EXP_CACHE/teacher_responses)")
     check_server: bool = setting(True, "one tiny request at start-up: server reachable, model served, key accepted")
     seed: int = setting(0, "seed of the retries' backoff jitter", ge=0)
-    reflect_template: str = setting(
-        REFLECTION_TEMPLATE, "Socratic-RL: the reflection prompt that turns a failed attempt into a viewpoint"
+    reflect_template: str | None = setting(
+        None, "Socratic-RL: the reflection prompt that turns a failed attempt into a viewpoint (null: the method's own)"
     )
     exemplars: int = setting(
         3, "Socratic-RL meta-learning: best and worst measured viewpoints shown when reflecting (0: none)", ge=0
@@ -123,7 +123,11 @@ class BlackboxTeacher(Teacher):
             "e.g. teacher.base_url=http://127.0.0.1:8000/v1",
         )
         self.check("template", "{question}" in self.template, "must contain {question}")
-        self.check("reflect_template", "{student_answer}" in self.reflect_template, "must contain {student_answer}")
+        self.check(
+            "reflect_template",
+            self.reflect_template is None or "{student_answer}" in self.reflect_template,
+            "must contain {student_answer}",
+        )
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -183,14 +187,13 @@ class BlackboxTeacher(Teacher):
         return await asyncio.gather(*(self._complete(messages) for messages in conversations))
 
     # --- Socratic-RL ------------------------------------------------------------------------------------------
-    def _reflect(self, questions: list[str], traces: list[Attempt]) -> list[Viewpoint | None]:
+    def _reflect(self, questions: list[str], traces: list[Attempt], prompt: str | None) -> list[Viewpoint | None]:
+        template = reflection_template(self.reflect_template, prompt)
         self._start()
         assert self._loop is not None
         block = self.exemplar_block()
         conversations = [
-            self._conversation(
-                render_template(self.reflect_template, GuidanceRequest(q, (t,))).replace("{exemplars}", block)
-            )
+            self._conversation(render_template(template, GuidanceRequest(q, (t,))).replace("{exemplars}", block))
             for q, t in zip(questions, traces, strict=True)
         ]
         replies = self._loop.run(self._complete_all(conversations))
@@ -214,7 +217,7 @@ class BlackboxTeacher(Teacher):
             lines += ["Viewpoints that did not help (write something different):", *(f"- {t}" for t in useless)]
         return "\n".join(lines) + "\n" if lines else ""
 
-    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+    def meta_update(self, scored: Sequence[ScoredViewpoint], prompt: str | None = None) -> dict[str, float]:
         for item in scored:
             self._utilities.setdefault(item.text, []).append(item.utility)
         known = float(len(self._utilities))

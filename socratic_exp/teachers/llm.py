@@ -1,4 +1,5 @@
-"""``teacher=llm``: a local Hugging Face causal LM prompted with the SocraticPO teaching template.
+"""``teacher=llm``: a local Hugging Face causal LM prompted with the guidance prompt (the SocraticPO paper's teaching
+template).
 
 With ``model: null`` the teacher is the student itself (the paper's self-guidance setting): it generates with the
 student's own weights, the same object in memory, so it follows the student as it learns and costs no memory.
@@ -11,14 +12,15 @@ is what lets the embedded tiny student guide itself: it has seen ``Hint:`` lines
 ``backend: vllm`` generates with vLLM for a separate teacher model (not for self-guidance, whose weights change
 every step).
 
-Socratic-RL: ``reflect`` asks for one viewpoint per trace (``reflect_template`` for instruct models; for base models
-``plain_reflect_template``, whose last line, ``Principle:``, the model completes). The algorithm decouples the
+Socratic-RL: ``reflect`` asks for one viewpoint per trace (for instruct models ``reflect_template``, by default the
+reflection prompt the method hands over; for base models ``plain_reflect_template``, whose last line, ``Principle:``,
+the model completes). The algorithm decouples the
 teacher from the student (a copy of the student's weights when ``model`` is null), and its meta-learning is DPO
 (TRL's DPOTrainer) on pairs of the teacher's own viewpoints ranked by measured utility U(v): for the trace behind
 the better viewpoint, the better one is preferred over the worse (both are general principles, so either could
 have been written there). Pairs are formed across probes, between the viewpoints just measured and every viewpoint
-measured before, of the same error class (``algorithms.socratic_rl.utility.cross_probe_pairs``), and need a utility
-gap of at least ``meta_margin``.
+measured before, of the same error class (``teachers.meta_learning.cross_probe_pairs``), and need a utility gap
+of at least ``meta_margin``.
 """
 
 from __future__ import annotations
@@ -33,16 +35,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from socratic_exp.component import setting
 from socratic_exp.errors import UserError
 from socratic_exp.teachers.base import (
-    REFLECTION_TEMPLATE,
-    SOCRATICPO_TEMPLATE,
+    GUIDANCE_TEMPLATE,
     Attempt,
     GuidanceRequest,
     ScoredViewpoint,
     Teacher,
     Viewpoint,
     parse_viewpoint,
+    reflection_template,
     render_template,
 )
+from socratic_exp.teachers.meta_learning import cross_probe_pairs
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -54,7 +57,7 @@ class LLMTeacher(Teacher):
     model: str | None = setting(
         None, "a Hub name or local folder of a separate teacher (null: self-guidance with the student's weights)"
     )
-    template: str = setting(SOCRATICPO_TEMPLATE, "instruct (chat) teachers: the guidance prompt, a user turn")
+    template: str = setting(GUIDANCE_TEMPLATE, "instruct (chat) teachers: the guidance prompt, a user turn")
     plain_template: str = setting(
         "{question}\n{student_answer}\nHint:", "base models: the guidance is the completion of its last line"
     )
@@ -71,8 +74,8 @@ class LLMTeacher(Teacher):
     enable_thinking: bool | None = setting(False, "Qwen3 chat-template switch (null: pass nothing to the template)")
     seed: int = setting(0, "seed of the teacher's sampling and of its DPO meta-updates", ge=0)
     # Socratic-RL reflection and meta-learning
-    reflect_template: str = setting(
-        REFLECTION_TEMPLATE, "Socratic-RL: the reflection prompt (chat teachers) that writes one viewpoint"
+    reflect_template: str | None = setting(
+        None, "Socratic-RL: the reflection prompt (chat teachers) that writes one viewpoint (null: the method's own)"
     )
     plain_reflect_template: str = setting(
         "{question}\n{student_answer}\nPrinciple:", "Socratic-RL, base models: the viewpoint completes the last line"
@@ -104,7 +107,8 @@ class LLMTeacher(Teacher):
                 "must contain {question} and {student_answer}",
             )
         for name in ("reflect_template", "plain_reflect_template"):
-            self.check(name, "{student_answer}" in getattr(self, name), "must contain {student_answer}")
+            text = getattr(self, name)
+            self.check(name, text is None or "{student_answer}" in text, "must contain {student_answer}")
         self.check(
             "backend",
             not (self.backend == "vllm" and self.model is None),
@@ -137,6 +141,14 @@ class LLMTeacher(Teacher):
             info=info,
         )
 
+    def cannot_meta_learn(self) -> tuple[str, str] | None:
+        if self.backend == "vllm":
+            return (
+                "trains the teacher's weights with DPO, which a vLLM-served teacher does not expose",
+                "use teacher.backend=transformers",
+            )
+        return None
+
     def separate_model(self) -> tuple[Any, Any] | None:
         """The teacher's own (model, tokenizer) when it is a separate local transformers model, else None."""
         teacher = self._teacher
@@ -154,12 +166,17 @@ class LLMTeacher(Teacher):
         return [_complete_line(p, o) for p, o in zip(prompts, outputs, strict=True)]
 
     # --- Socratic-RL ------------------------------------------------------------------------------------------
-    def reflection_prompt(self, question: str, trace: Attempt) -> str:
-        template = self.reflect_template if self._attached().chat else self.plain_reflect_template
+    def reflection_prompt(self, question: str, trace: Attempt, asked: str | None = None) -> str:
+        """The prompt that reflects on ``trace``: ``asked`` (the method's reflection prompt) or ``reflect_template``
+        for chat teachers, ``plain_reflect_template`` for base models."""
+        if self._attached().chat:
+            template = reflection_template(self.reflect_template, asked)
+        else:
+            template = self.plain_reflect_template
         return render_template(template, GuidanceRequest(question, (trace,))).replace("{exemplars}", "")
 
-    def _reflect(self, questions: list[str], traces: list[Attempt]) -> list[Viewpoint | None]:
-        prompts = [self.reflection_prompt(q, t) for q, t in zip(questions, traces, strict=True)]
+    def _reflect(self, questions: list[str], traces: list[Attempt], prompt: str | None) -> list[Viewpoint | None]:
+        prompts = [self.reflection_prompt(q, t, prompt) for q, t in zip(questions, traces, strict=True)]
         outputs = self._complete(prompts)
         chat = self._attached().chat
         replies = outputs if chat else [_complete_line(p, o) for p, o in zip(prompts, outputs, strict=True)]
@@ -178,7 +195,7 @@ class LLMTeacher(Teacher):
             teacher.model = frozen_copy(teacher.model)
             teacher.info = {"copied_from_student": True}
 
-    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+    def meta_update(self, scored: Sequence[ScoredViewpoint], prompt: str | None = None) -> dict[str, float]:
         """One DPO phase on the teacher's model from utility-ranked pairs of its viewpoints: this probe's (``scored``)
         against each other and against every viewpoint measured at earlier probes (Algorithm 1, line 17: "the
         utility of past viewpoints from V_KB"; with ``viewpoint_budget=1`` a probe holds one viewpoint, so pairs
@@ -188,7 +205,7 @@ class LLMTeacher(Teacher):
         teacher = self._attached()
         if teacher.model is None or teacher.info.get("self_guidance"):
             raise RuntimeError("LLMTeacher.meta_update needs a teacher with weights of its own (decouple_from_student)")
-        rows = self.preference_pairs(scored, self._measured)
+        rows = self.preference_pairs(scored, self._measured, prompt)
         self._measured += list(scored)
         found = {"teacher_meta/pairs": float(len(rows)), "teacher_meta/measured": float(len(self._measured))}
         if not rows:
@@ -213,17 +230,15 @@ class LLMTeacher(Teacher):
             teacher.model.eval()
 
     def preference_pairs(
-        self, new: Sequence[ScoredViewpoint], past: Sequence[ScoredViewpoint] = ()
+        self, new: Sequence[ScoredViewpoint], past: Sequence[ScoredViewpoint] = (), asked: str | None = None
     ) -> list[dict[str, Any]]:
         """(prompt, chosen, rejected) rows, at most ``meta_max_pairs``, most separated first: the pairs of
         ``cross_probe_pairs`` (``new`` with each other and with ``past``, same error class, mean utilities at least
         ``meta_margin`` apart), the better viewpoint's reflection prompt as the prompt."""
-        from socratic_exp.algorithms.socratic_rl.utility import cross_probe_pairs
-
         chat = self._attached().chat
         rows = []
         for better, worse, _ in cross_probe_pairs(new, past, self.meta_margin, self.meta_max_pairs):
-            prompt = self.reflection_prompt(better.question, better.trace)
+            prompt = self.reflection_prompt(better.question, better.trace, asked)
             rows.append(
                 {
                     "prompt": [{"role": "user", "content": prompt}] if chat else prompt,
@@ -275,7 +290,7 @@ class LLMTeacher(Teacher):
         return self._teacher
 
     def _complete(self, prompts: list[str]) -> list[str]:
-        from socratic_exp.evaluation import as_model_input, generate
+        from socratic_exp.models.generation import as_model_input, generate
 
         teacher = self._attached()
         self._calls += 1

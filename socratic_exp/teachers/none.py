@@ -9,4 +9,4 @@ from socratic_exp.teachers.base import Teacher
 
 @dataclasses.dataclass(kw_only=True)
 class NoTeacher(Teacher):
-    pass
+    present = False

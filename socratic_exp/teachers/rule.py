@@ -115,6 +115,11 @@ class RuleTeacher(Teacher):
     def attach(self, task: Task, student: Student) -> None:
         self._arithmetic = isinstance(task, ArithmeticTask)
 
+    def cannot_reflect_on(self, task: Task) -> str | None:
+        if isinstance(task, ArithmeticTask):
+            return None
+        return "the rule teacher reflects only on task=arithmetic traces"
+
     def diagnose(self, question: str, completion: str) -> Diagnosis | None:
         """The diagnosis of an arithmetic trace, or None when the question holds no readable expression."""
         text = expression_in(question) if self._arithmetic else None
@@ -140,7 +145,7 @@ class RuleTeacher(Teacher):
             texts.append(text)
         return texts
 
-    def _reflect(self, questions: list[str], traces: list[Attempt]) -> list[Viewpoint | None]:
+    def _reflect(self, questions: list[str], traces: list[Attempt], prompt: str | None) -> list[Viewpoint | None]:
         viewpoints: list[Viewpoint | None] = []
         for question, trace in zip(questions, traces, strict=True):
             diagnosis = self.diagnose(question, trace.completion) if trace.score < 1.0 else None
@@ -167,7 +172,7 @@ class RuleTeacher(Teacher):
         total, count = self._utility.get(text, (0.0, 0))
         return total / count if count else 0.0
 
-    def meta_update(self, scored: Sequence[ScoredViewpoint]) -> dict[str, float]:
+    def meta_update(self, scored: Sequence[ScoredViewpoint], prompt: str | None = None) -> dict[str, float]:
         for item in scored:
             entry = self._utility.setdefault(item.text, [0.0, 0])
             entry[0] += item.utility

@@ -19,9 +19,9 @@ from torch.distributed.tensor import DTensor
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl.trainer.utils import add_fused_lm_head
 
-from socratic_exp.evaluation import generate
 from socratic_exp.models.base import Student, frozen_copy
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
+from socratic_exp.models.generation import generate
 
 PROMPTS = ["1+2=", "7*8", "9-", "Q: 3", "A:", "x", "(5"]  # different last characters: different first tokens
 

@@ -126,9 +126,7 @@ class SDPO(GRPO):
         )
 
     def check_compatible(self, components: Components) -> None:
-        from socratic_exp.teachers.none import NoTeacher
-
-        if "teacher" in parse_sources(self.feedback) and isinstance(components.teacher, NoTeacher):
+        if "teacher" in parse_sources(self.feedback) and not components.teacher.present:
             raise ConfigError(
                 "teacher",
                 "none",

@@ -14,8 +14,8 @@ paper" table. The phases of Algorithm 1 and where they live:
 3. **Utility and teacher meta-learning** (``loop.ViewpointLoop.probe``): every ``probe_every`` steps U(v) of each
    viewpoint in V on ``probe_items`` probe questions (``utility.py``); viewpoints at or below ``retire_threshold``
    for ``retire_patience`` probes retire. With ``meta_learning`` the measurements go to ``teacher.meta_update``
-   (rule: phrasings reweighted; llm: DPO on utility-ranked pairs formed across probes, ``utility.cross_probe_pairs``;
-   blackbox: exemplars in its prompt).
+   (rule: phrasings reweighted; llm: DPO on utility-ranked pairs formed across probes,
+   ``teachers.meta_learning.cross_probe_pairs``; blackbox: exemplars in its prompt).
 4. **Distillation** (``loop.ViewpointLoop.distill``) every ``distill_every`` steps through the ``distiller`` group;
    then V is reset.
 
@@ -65,25 +65,17 @@ class SocraticRL(GRPO):
     )
 
     def check_compatible(self, components: Components) -> None:
-        from socratic_exp.tasks.arithmetic import ArithmeticTask
-        from socratic_exp.teachers.llm import LLMTeacher
-        from socratic_exp.teachers.rule import RuleTeacher
-
         teacher, name = components.teacher, components.choices["teacher"]
-        if isinstance(teacher, RuleTeacher) and not isinstance(components.task, ArithmeticTask):
+        if (problem := teacher.cannot_reflect_on(components.task)) is not None:
             raise ConfigError(
                 "teacher",
                 name,
-                f"the rule teacher reflects only on task=arithmetic traces (task={components.choices['task']})",
+                f"{problem} (task={components.choices['task']})",
                 "use teacher=llm or teacher=blackbox for algorithm=socratic_rl on this task",
             )
-        if self.meta_learning and isinstance(teacher, LLMTeacher) and teacher.backend == "vllm":
-            raise ConfigError(
-                "algorithm.meta_learning",
-                True,
-                "trains the teacher's weights with DPO, which a vLLM-served teacher does not expose",
-                "use teacher.backend=transformers, or algorithm.meta_learning=false",
-            )
+        if self.meta_learning and (obstacle := teacher.cannot_meta_learn()) is not None:
+            problem, fix = obstacle
+            raise ConfigError("algorithm.meta_learning", True, problem, f"{fix}, or algorithm.meta_learning=false")
 
     def reward_functions(self, ctx: RunContext) -> list[Any]:
         """The task's verifier; the scored traces (with the questions as they were before the viewpoints) go to the
@@ -117,11 +109,8 @@ class SocraticRL(GRPO):
 
     def build_loop(self, ctx: RunContext) -> ViewpointLoop:
         from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
-        from socratic_exp.teachers.llm import LLMTeacher
 
-        teacher = ctx.components.teacher
-        if isinstance(teacher, LLMTeacher):
-            teacher.decouple_from_student()
+        ctx.components.teacher.decouple_from_student()
         probe = ctx.data["probe"] if "probe" in ctx.data else ctx.data["train"].shuffle(seed=ctx.seed)
         limit = getattr(ctx.student.model.config, "max_position_embeddings", None)
         return ViewpointLoop(

@@ -29,13 +29,15 @@ CLAIMS = (
 
 
 def premises(bench: Bench) -> dict[str, float]:
+    from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
     from socratic_exp.tasks.base import with_context
     from socratic_exp.teachers.base import Attempt
 
     rows = bench.train_rows
     answers = bench.greedy([r["prompt"] for r in rows])
     failed = [(r["prompt"], a) for r, a in zip(rows, answers, strict=True) if bench.score(a, r) < 1.0]
-    viewpoints = bench.teacher.reflect([q for q, _ in failed], [Attempt(a, 0.0, "wrong") for _, a in failed])
+    attempts = [Attempt(a, 0.0, "wrong") for _, a in failed]
+    viewpoints = bench.teacher.reflect([q for q, _ in failed], attempts, REFLECTION_TEMPLATE)
     texts = sorted({v.text for v in viewpoints if v is not None})
     if not texts:
         return {"socratic_rl/viewpoints": 0.0}

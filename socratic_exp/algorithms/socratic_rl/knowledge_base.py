@@ -29,16 +29,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from socratic_exp import distributed
+from socratic_exp.teachers.base import strip_label
 
 Status = Literal["active", "queued", "retired", "distilled"]
 LOG_NAME = "viewpoints.jsonl"
-_LABEL = re.compile(r"^\s*[A-Za-z -]{2,24}:\s*")
 _NOT_WORD = re.compile(r"[^a-z0-9*+\-/=<>()]+")
-
-
-def strip_label(text: str) -> str:
-    """``Principle: do * first.`` -> ``do * first.``"""
-    return _LABEL.sub("", text).strip()
 
 
 def normalized(text: str) -> str:

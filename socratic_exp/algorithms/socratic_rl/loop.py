@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from socratic_exp import distributed
 from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
+from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.tasks.base import with_context
 
@@ -73,7 +74,7 @@ class Prober:
         self.batch_size = batch_size
 
     def scores(self, texts: Sequence[str]) -> list[float]:
-        from socratic_exp.evaluation import generate
+        from socratic_exp.models.generation import generate
 
         share, own = distributed.my_share(len(self.rows))  # each process probes its share of the items
         prompts = [self.in_context(self.rows[i]["prompt"], texts) for i in share]
@@ -134,7 +135,7 @@ class ViewpointLoop:
         return prompt
 
     def _length(self, prompt: Any) -> int:
-        from socratic_exp.evaluation import as_model_input
+        from socratic_exp.models.generation import as_model_input
 
         return len(self.student.tokenizer(as_model_input(self.student, prompt), add_special_tokens=False).input_ids)
 
@@ -156,7 +157,8 @@ class ViewpointLoop:
         outcomes: Counter[str] = Counter()
         if chosen:
             questions = [q for q, _ in chosen]
-            asked = self.c.teacher.reflect(questions, [a for _, a in chosen]) if distributed.is_main() else None
+            attempts = [a for _, a in chosen]
+            asked = self.c.teacher.reflect(questions, attempts, REFLECTION_TEMPLATE) if distributed.is_main() else None
             viewpoints = distributed.from_main(asked)
             for (question, attempt), viewpoint in zip(chosen, viewpoints, strict=True):
                 if viewpoint is None:
@@ -204,7 +206,7 @@ class ViewpointLoop:
         """U(v) of every viewpoint in V (Section 3.3); retirement; the teacher's meta-update from the new
         measurements, each with the trace it was written from as the teacher saw it (question, completion, the
         verifier's score and reason). The teacher keeps what it learned from earlier probes itself (the LLM teacher
-        pairs this probe's viewpoints with earlier ones: ``utility.cross_probe_pairs``)."""
+        pairs this probe's viewpoints with earlier ones: ``teachers.meta_learning.cross_probe_pairs``)."""
         from socratic_exp.teachers.base import Attempt, ScoredViewpoint
 
         started = time.perf_counter()
@@ -238,7 +240,7 @@ class ViewpointLoop:
             ]
             # on every process, from the same measurements: the same bookkeeping, or a DPO phase of the teacher's
             # weights that is data-parallel over the processes like the run's trainer
-            metrics |= self.c.teacher.meta_update(scored)
+            metrics |= self.c.teacher.meta_update(scored, REFLECTION_TEMPLATE)
             self.seconds["meta"] += time.perf_counter() - started
         return metrics
 

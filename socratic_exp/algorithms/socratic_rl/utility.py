@@ -1,7 +1,5 @@
-"""Socratic-RL's pure rules: viewpoint utility U(v) (Section 3.3) and the teacher's preference pairs (Section 3.3's
-meta-learning, done by DPO on viewpoint pairs as Section 4 and Section 7, Phase 2 propose).
-
-**Utility.**
+"""Socratic-RL's viewpoint utility U(v) (Section 3.3), the signal of the teacher's meta-learning (the preference pairs
+an LLM teacher learns from are formed in ``teachers/meta_learning.py``).
 
     U(v) = E_p[Score(pi_S(. | p, V u {v}))] - E_p[Score(pi_S(. | p, V))]
 
@@ -9,32 +7,15 @@ For a viewpoint already in V the formula is read with V \\ {v} as the base: U(v)
 accuracy the student loses without it. Scores are greedy (deterministic) on the same probe items for every set, so
 the difference is paired: only items whose outcome the viewpoint changes move it. One measurement of all of V
 costs |V| + 2 greedy passes over the probe items (V, each V \\ {v}, and no viewpoints at all).
-
-**Preference pairs across probes** (``cross_probe_pairs``; issue 16). Algorithm 1, line 17 updates the teacher
-"using feedback on the utility of past viewpoints from V_KB", not only those of the latest probe: with the testbed's
-``viewpoint_budget=1`` a probe measures one viewpoint, so pairs formed within one probe never exist. The rule:
-
-- the pool is every viewpoint measured so far (this probe's and every earlier probe's, whatever its status now:
-  active, queued, retired or distilled), one member per text, scored by the mean of all its measurements;
-- a pair is two members with different texts, of the same *error class* (the verifier's reason for the trace the
-  viewpoint was written from: ``wrong``, ``format``, ``truncated``, ...; the same trace implies the same class), at
-  least one of them measured at this probe (earlier pairs were offered at earlier probes), whose mean utilities differ
-  by at least ``margin``;
-- the better one is chosen, the worse rejected, for the better one's source trace (the reflection it came from);
-- most separated pairs first (ties: the order of ``new``, then ``past``), at most ``limit``.
-
-U(v) is a difference taken against the same student at the same time, so the student's drift between probes cancels
-to first order; that is what makes measurements from different probes comparable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.knowledge_base import Entry
-    from socratic_exp.teachers.base import ScoredViewpoint
 
 Scorer = Callable[[Sequence[str]], list[float]]  # viewpoint texts in context -> one score per probe item
 
@@ -62,29 +43,3 @@ def measure_utilities(
         without = accuracy(tuple(t for t in texts if t != entry.text))
         results[entry.id] = (with_all - without, with_all, without)
     return results, with_all, accuracy(())
-
-
-def cross_probe_pairs(
-    new: Sequence[ScoredViewpoint], past: Sequence[ScoredViewpoint], margin: float, limit: int
-) -> list[tuple[ScoredViewpoint, ScoredViewpoint, float]]:
-    """``(better, worse, gap)`` pairs by the rule of the module docstring: ``new`` holds this probe's measurements,
-    ``past`` every earlier one (a text may appear several times: one per probe that measured it)."""
-    measurements: dict[str, list[float]] = {}
-    latest: dict[str, Any] = {}  # text -> its latest measurement (its source question and trace)
-    for item in [*past, *new]:
-        measurements.setdefault(item.text, []).append(item.utility)
-        latest[item.text] = item
-    fresh = list(dict.fromkeys(item.text for item in new))
-    order = list(dict.fromkeys([*fresh, *(item.text for item in past)]))  # this probe's texts first
-    score = {text: mean(measurements[text]) for text in order}
-    candidates = []
-    for i, first in enumerate(fresh):  # each pair once, with at least one text measured at this probe
-        for second in order[i + 1 :]:
-            if latest[first].trace.reason != latest[second].trace.reason:
-                continue
-            better, worse = (first, second) if score[first] >= score[second] else (second, first)
-            gap = score[better] - score[worse]
-            if gap > 0 and gap >= margin:  # equal utilities state no preference, whatever the margin
-                candidates.append((latest[better], latest[worse], gap))
-    candidates.sort(key=lambda pair: pair[2], reverse=True)  # stable: ties keep their order
-    return candidates[:limit]

@@ -114,9 +114,7 @@ class SocraticPO(GRPO):
         return {"vllm_importance_sampling_correction": False, **super().trl_kwargs(ctx)}
 
     def check_compatible(self, components: Components) -> None:
-        from socratic_exp.teachers.none import NoTeacher
-
-        if self.guidance == "teacher" and isinstance(components.teacher, NoTeacher):
+        if self.guidance == "teacher" and not components.teacher.present:
             raise ConfigError(
                 "teacher",
                 "none",

@@ -98,10 +98,7 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
     def _kl_teacher_model(self) -> Any:
         """The teacher's model when the KL diagnostic applies: a separate local model sharing the student's
         tokenizer (self-guidance would read 0; a remote teacher has no distributions to compare)."""
-        from socratic_exp.teachers.llm import LLMTeacher
-
-        teacher = self.components.teacher
-        model = teacher.separate_model() if isinstance(teacher, LLMTeacher) else None
+        model = self.components.teacher.separate_model()
         if model is None or model[1].get_vocab() != self.processing_class.get_vocab():
             return None
         return model[0]
