@@ -34,7 +34,7 @@ COMBINATIONS = {
     "socratic_rl": ["algorithm=socratic_rl"],
 }
 # What differs between two runs of the same code: clocks, throughput, memory.
-UNTIMED = re.compile(r"(second|_s$|/s$|time|runtime|per_second|latency|memory|_mb$|_gb$|flos)")
+UNTIMED = re.compile(r"(second|_s$|/s$|_ms$|time|runtime|per_second|latency|memory|_mb$|_gb$|flos)")
 
 
 def _kept(record: dict) -> dict:
@@ -67,6 +67,7 @@ def compare(before: Path, after: Path) -> int:
         if len(a[name]["metrics"]) != len(b[name]["metrics"]):
             differences.append(f"{name}: {len(a[name]['metrics'])} records before, {len(b[name]['metrics'])} after")
         for i, (ra, rb) in enumerate(zip(a[name]["metrics"], b[name]["metrics"], strict=False)):
+            ra, rb = _kept(ra), _kept(rb)
             for key in sorted(set(ra) | set(rb)):
                 if ra.get(key) != rb.get(key):
                     differences.append(f"{name} record {i} {key}: {ra.get(key)!r} -> {rb.get(key)!r}")
@@ -74,7 +75,7 @@ def compare(before: Path, after: Path) -> int:
             was, now = a[name]["final"].get(key), b[name]["final"].get(key)
             if was != now:
                 differences.append(f"{name} final {key}: {was!r} -> {now!r}")
-    values = sum(len(r) for run in a.values() for r in run["metrics"])
+    values = sum(len(_kept(r)) for run in a.values() for r in run["metrics"])
     print("\n".join(differences[:50]) or f"same values: {len(a)} runs, {values} logged values")
     return 1 if differences else 0
 

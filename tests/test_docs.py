@@ -71,3 +71,28 @@ def test_the_site_builds_strict(tmp_path):
         assert built.is_file(), page.name
     reference = (site / "reference" / "index.html").read_text()
     assert 'id="socratic_exp.distributed"' in reference and 'id="socratic_exp.evaluation"' in reference
+
+
+DOCUMENTS = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+TEXT = "\n".join(path.read_text() for path in DOCUMENTS)
+# The app's own commands are composed one by one in tests/test_readme.py; these are the other entry points.
+MODULE_COMMANDS = sorted(set(re.findall(r"python -m (socratic_exp\.[a-z_.]*[a-z_])", TEXT)))
+SCRIPTS = sorted(set(re.findall(r"(?:python|bash) (benchmarks/[\w./]+\.(?:py|sh))", TEXT)))
+
+
+def test_the_docs_show_the_other_entry_points():
+    assert {"socratic_exp.report", "socratic_exp.study.premises", "socratic_exp.models.tiny"} <= set(MODULE_COMMANDS)
+    assert len(SCRIPTS) > 15
+
+
+@pytest.mark.parametrize("module", MODULE_COMMANDS)
+def test_every_module_command_in_the_docs_runs_and_shows_its_help(module):
+    """``python -m <module> --help`` exits 0 with a usage line: the module exists, runs as a command and parses its
+    arguments (a renamed or moved module would fail here before a reader does)."""
+    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage:" in done.stdout.lower()
+
+
+def test_every_benchmark_the_docs_name_exists():
+    assert [script for script in SCRIPTS if not (ROOT / script).is_file()] == []

@@ -24,13 +24,14 @@ def readme_commands() -> list[list[str]]:
     commands = []
     lines = [line for path in DOCUMENTS for line in path.read_text().splitlines()]
     for line in lines:
-        match = re.search(r"python -m socratic_exp(?![.\w])(.*)", line)  # the app, not its .report / .premises
+        # the app (also launched on several processes), not its other modules (.report, .study.premises)
+        match = re.search(r"(?:python|torchrun|accelerate launch)\b[^#`]*?-m socratic_exp(?![.\w])(.*)", line)
         if not match or "`" in line[: match.start()]:  # prose that mentions a command inline
             continue
         words = shlex.split(match.group(1).split("#", 1)[0].split("&&", 1)[0], posix=True)
         if any(flag in word for word in words for flag in NOT_CHECKABLE):
             continue
-        command = [w for w in words if w not in ("-m", "--multirun")]
+        command = [w for w in words if w not in ("-m", "--multirun", "...")]  # "...": and the user's other overrides
         if command not in commands:
             commands.append(command)
     return commands
