@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -112,11 +111,8 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
 
 
 def run_dirs(outputs: Path) -> list[Path]:
+    """The run folders (``<date>/<time>``) under an outputs root, oldest first; a sweep's jobs are under multirun/."""
     return sorted(p.parent for p in outputs.glob("*/*/summary.json") if p.parent.parent.name != "multirun")
-
-
-def read_summary(run_dir: Path) -> dict:
-    return json.loads((run_dir / "summary.json").read_text())
 
 
 def build_trainer(components, student, data, run_name: str = "test"):

@@ -11,7 +11,9 @@ import sys
 import time
 
 import pytest
-from conftest import app_environment, read_summary, run_dirs
+from conftest import app_environment, run_dirs
+
+from socratic_exp.run_folder import read_metrics, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +34,6 @@ SUMMARY_KEYS = {
 }
 
 
-def _records(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_grpo_run_writes_the_whole_run_folder(run_app):
     proc, outputs = run_app(*QUICK, "algorithm.log_completions=true")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -50,7 +48,7 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
         assert key in summary["initial"] and key in summary["final"]
     assert summary["versions"]["trl"] == "1.16.0"
     assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
-    records = _records(run_dir)
+    records = read_metrics(run_dir)
     train_steps = [r["step"] for r in records if "loss" in r]
     assert train_steps == [1, 2, 3, 4]
     eval_steps = [r["step"] for r in records if "eval/greedy_acc" in r]
@@ -86,9 +84,9 @@ def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(run_app)
     assert resumed["status"] == "completed" and resumed["resumed"] is True
     assert resumed["steps"] == 4
     assert resumed["wandb_run_id"] == first_id
-    train_steps = [r["step"] for r in _records(run_dir) if "loss" in r]
+    train_steps = [r["step"] for r in read_metrics(run_dir) if "loss" in r]
     assert train_steps == [1, 2, 3, 4]
-    assert [r["step"] for r in _records(run_dir) if "eval/greedy_acc" in r] == [0, 2, 4]
+    assert [r["step"] for r in read_metrics(run_dir) if "eval/greedy_acc" in r] == [0, 2, 4]
     assert "resuming from" in proc.stderr + proc.stdout
 
 
