@@ -22,7 +22,6 @@ job) and the benchmarks' own sweep reports.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import subprocess
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from socratic_exp.run_folder import read_jsonl
 from socratic_exp.study.curves import mean_line, plot_learning_curves, pyplot, save
 from socratic_exp.study.runs import Run, find_runs, natural_key
 from socratic_exp.study.tables import format_mean_std, markdown_table, mean_std, signed, write_csv
@@ -319,9 +319,8 @@ def completion_samples(run_dir: Path) -> list[str]:
         ]
         lines += [f"## Completions (training, {tables[-1].stem}; reward = the verifier's verdict)", ""]
         lines += [markdown_table(["prompt", "completion", *columns], rows), ""]
-    guidance = run_dir / "teacher_guidance.jsonl"
-    if guidance.is_file():
-        entries = [json.loads(line) for line in guidance.read_text(encoding="utf-8").splitlines() if line.strip()]
+    entries = read_jsonl(run_dir / "teacher_guidance.jsonl")
+    if entries:
         header = ["step", "question", "attempt", "verdict", "guidance", "leaked"]
         rows = [
             [str(e.get("step", "")), _text(e.get("question")), _text(e.get("attempt")), _text(e.get("reason")),

@@ -1,7 +1,8 @@
 """The run folder contract: ``summary.json`` (status, metrics, provenance) and ``metrics.jsonl``.
 
 ``summary.json`` is written when the run starts (``status: running``) and rewritten atomically when it ends
-(``completed`` or ``failed`` with the error), so an interrupted run never looks complete.
+(``completed`` or ``failed`` with the error), so an interrupted run never looks complete. ``read_summary``,
+``read_metrics`` and ``read_jsonl`` read a run folder back.
 """
 
 from __future__ import annotations
@@ -111,6 +112,27 @@ def git_commit() -> str | None:
     return commit + ("+dirty" if dirty else "")
 
 
+# --- reading a run folder ---------------------------------------------------------------------------------------
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """``summary.json`` of a run folder (``{}`` when it has none: the run has not started writing it)."""
+    path = Path(run_dir) / "summary.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """``metrics.jsonl`` of a run folder: one dict per logged record, in logging order (training logs, the sampler's
+    and teacher's metrics, evaluations)."""
+    return MetricsFile(Path(run_dir) / "metrics.jsonl").read()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """One of a run folder's JSON-lines files (``metrics.jsonl``, a table such as ``teacher_guidance.jsonl``,
+    ``viewpoints.jsonl``): one dict per line, blank lines aside; ``[]`` when the file is absent."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(_finite(data), indent=2, default=str))
@@ -153,9 +175,7 @@ class MetricsFile:
         return len(lines) - len(kept)
 
     def read(self) -> list[dict[str, Any]]:
-        if not self.path.is_file():
-            return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return read_jsonl(self.path)
 
 
 def last_checkpoint(run_dir: Path) -> str | None:
@@ -224,7 +244,7 @@ class RunRecord:
         self.writes = writes
         self.path = run_dir / "summary.json"
         self.started = time.time()
-        previous = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        previous = read_summary(run_dir)
         self.data: dict[str, Any] = {
             "status": "running",
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

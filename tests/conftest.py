@@ -1,9 +1,10 @@
-"""Shared fixtures: composing configs in-process and running the app in a subprocess, with isolated folders."""
+"""Shared fixtures: composing configs in-process, running the app in a subprocess or in process with isolated
+folders, and one completed run for the tests that read a run folder (with ``socratic_exp.run_folder``'s readers)."""
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,11 +113,39 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
 
 
 def run_dirs(outputs: Path) -> list[Path]:
+    """The run folders (``<date>/<time>``) under an outputs root, oldest first; a sweep's jobs are under multirun/."""
     return sorted(p.parent for p in outputs.glob("*/*/summary.json") if p.parent.parent.name != "multirun")
 
 
-def read_summary(run_dir: Path) -> dict:
-    return json.loads((run_dir / "summary.json").read_text())
+# the run of ``completed_run``: the default experiment on the quick warm-start (4 steps, an evaluation before, at
+# step 2 and after, a checkpoint every 2 steps) with TRL's completion tables, W&B offline (app_environment)
+COMPLETED_RUN = ("debug=quick_warmstart", "algorithm.log_completions=true")
+
+
+@pytest.fixture(scope="session")
+def completed_run(tmp_path_factory, cache_dir) -> Path:
+    """The run folder of a completed run (``COMPLETED_RUN``), made once per session (with pytest-xdist, once per
+    worker) by ``python -m socratic_exp``, for the tests that read one. Read it, never change it: a test that resumes
+    or edits a run works on its own ``copy_run``."""
+    root = tmp_path_factory.mktemp("completed_run")
+    outputs = root / "outputs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "socratic_exp", *COMPLETED_RUN],
+        cwd=root,
+        env={**os.environ, **app_environment(outputs, cache_dir)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    return run_dir
+
+
+def copy_run(run_dir: Path, outputs: Path) -> Path:
+    """A copy of a run folder under another outputs root, at the same ``<date>/<time>`` (where ``resume=auto``
+    finds it)."""
+    return Path(shutil.copytree(run_dir, outputs / run_dir.parent.name / run_dir.name, symlinks=True))
 
 
 def build_trainer(components, student, data, run_name: str = "test"):

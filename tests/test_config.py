@@ -7,10 +7,11 @@ import sys
 import zipfile
 
 import pytest
-from conftest import CONF, ROOT, compose
+from conftest import CONF, ROOT, compose, run_dirs
 
 from socratic_exp.components import GROUPS, build_components
 from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.run_folder import read_summary
 
 OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF / group).glob("*.yaml"))]
 OVERLAYS = [(kind, path.stem) for kind in ("experiment", "debug") for path in sorted((CONF / kind).glob("*.yaml"))]
@@ -211,15 +212,15 @@ def test_cli_errors_are_one_clear_line(run_app, overrides, message, code):
     assert proc.returncode == code
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
-    for summary in outputs.glob("*/*/summary.json"):
-        assert '"status": "failed"' in summary.read_text()
+    for run_dir in run_dirs(outputs):
+        assert read_summary(run_dir)["status"] == "failed"
 
 
 def test_dry_run_validates_without_training(run_app):
     proc, outputs = run_app("dry_run=true", timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "config OK" in proc.stdout
-    assert not list(outputs.glob("*/*/summary.json"))
+    assert not run_dirs(outputs)
 
 
 def test_wheel_ships_the_configs(tmp_path):
@@ -291,8 +292,8 @@ def test_missing_hub_model_offline_is_one_line(run_app):
     assert "error: model.name=Qwen/Qwen3-0.6B: the Hugging Face Hub model could not be loaded" in proc.stderr
     assert "hf download Qwen/Qwen3-0.6B" in proc.stderr
     assert "Traceback" not in proc.stderr
-    (summary,) = outputs.glob("*/*/summary.json")
-    assert '"status": "failed"' in summary.read_text()
+    (run_dir,) = run_dirs(outputs)
+    assert read_summary(run_dir)["status"] == "failed"
 
 
 def test_default_is_socraticpo_which_brings_the_rule_teacher_unless_another_is_named():

@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
+from conftest import run_dirs
 from launch_helpers import free_port, torchrun
+
+from socratic_exp.run_folder import read_jsonl, read_metrics, read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 # 2 optimizer steps, a held-out evaluation before, after each step (eval.every_steps=1) and after training, a
@@ -38,10 +40,6 @@ RUNS = {
 }  # fmt: skip
 
 
-def records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 @pytest.mark.parametrize("name", list(RUNS))
 def test_every_algorithm_runs_on_two_processes_and_writes_its_run_folder_once(name, tmp_path):
     """The run completes on 2 gloo processes; the main process alone writes: one evaluation record per evaluation,
@@ -49,20 +47,20 @@ def test_every_algorithm_runs_on_two_processes_and_writes_its_run_folder_once(na
     wrote a second step-0 record and table)."""
     run_dir = tmp_path / "run"
     proc = torchrun("-m socratic_exp", *SHORT, *RUNS[name], f"hydra.run.dir={run_dir}")
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_summary(run_dir)
     assert summary["status"] == "completed"
     assert summary["launch"] == {"processes": 2, "distributed_type": "MULTI_CPU"}
     assert summary["steps"] == 2
-    evaluations = [r["step"] for r in records(run_dir) if "eval/greedy_acc" in r]
+    evaluations = [r["step"] for r in read_metrics(run_dir) if "eval/greedy_acc" in r]
     assert evaluations == [0, 1, 2]
-    assert [r["step"] for r in records(run_dir) if "loss" in r] == [1, 2]
+    assert [r["step"] for r in read_metrics(run_dir) if "loss" in r] == [1, 2]
     assert (proc.stdout + proc.stderr).count("held-out results in") == 1
     assert (run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json").is_file()
     if name.startswith("socratic_rl"):
-        events = [json.loads(line) for line in (run_dir / "viewpoints.jsonl").open()]
+        events = read_jsonl(run_dir / "viewpoints.jsonl")
         created = [event["id"] for event in events if event["event"] == "created"]
         assert created == list(range(len(created))) and created  # each viewpoint's creation once: one writer
-        assert [r["step"] for r in records(run_dir) if "distill/count" in r] == [2]
+        assert [r["step"] for r in read_metrics(run_dir) if "distill/count" in r] == [2]
 
 
 def test_socraticpo_makes_the_same_generation_calls_on_every_process(tmp_path):
@@ -134,11 +132,11 @@ def test_resume_auto_continues_a_two_process_run_after_one_process_is_killed(tmp
     finally:
         if launcher.poll() is None:
             launcher.kill()
-    (run_dir,) = [p.parent for p in outputs.glob("*/*/summary.json")]
-    assert json.loads((run_dir / "summary.json").read_text())["status"] != "completed"
+    (run_dir,) = run_dirs(outputs)
+    assert read_summary(run_dir)["status"] != "completed"
 
     torchrun("-m socratic_exp", *overrides, "resume=auto", env={"SOCRATIC_EXP_OUTPUTS": str(outputs)})
-    assert [p.parent for p in outputs.glob("*/*/summary.json")] == [run_dir]  # the same folder, no new one
-    summary = json.loads((run_dir / "summary.json").read_text())
+    assert run_dirs(outputs) == [run_dir]  # the same folder, no new one
+    summary = read_summary(run_dir)
     assert (summary["status"], summary["steps"], summary["resumed"]) == ("completed", 8, True)
-    assert [r["step"] for r in records(run_dir) if "loss" in r] == list(range(1, 9))
+    assert [r["step"] for r in read_metrics(run_dir) if "loss" in r] == list(range(1, 9))

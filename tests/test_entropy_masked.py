@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-import json
 import random
 from types import SimpleNamespace
 
@@ -27,6 +26,7 @@ from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.components import build_components
 from socratic_exp.errors import ConfigError
 from socratic_exp.hydra_support import sweeps_dir
+from socratic_exp.run_folder import read_jsonl, read_metrics
 
 
 def brute_force_top(scores: list[float], k: int) -> set[int]:
@@ -500,7 +500,7 @@ def test_run_logs_the_kept_share_and_the_forking_tokens(run_in_process, mode, rh
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     train = [r for r in records if "loss" in r]
     assert [r["step"] for r in train] == [1, 2]
     for record in train:
@@ -508,7 +508,7 @@ def test_run_logs_the_kept_share_and_the_forking_tokens(run_in_process, mode, rh
         assert record["entropy_mask/entropy_p50"] <= record["entropy_mask/entropy_p99"]
         kept, dropped = record["entropy_mask/kept_entropy"], record["entropy_mask/dropped_entropy"]
         assert {"top": kept > dropped, "bottom": kept < dropped, "random": True}[mode]
-    rows = [json.loads(line) for line in (run_dir / "forking_tokens.jsonl").read_text().splitlines()]
+    rows = read_jsonl(run_dir / "forking_tokens.jsonl")
     assert [r["step"] for r in rows] == [1] * 8 + [2] * 8
     assert set(rows[0]) == {"step", "before", "token", "after", "entropy", "kept"}
     assert all(len(r["token"]) == 1 or r["token"] == "<eos>" for r in rows)  # one character token, or the stop

@@ -10,12 +10,13 @@ import random
 import shutil
 
 import pytest
-from conftest import compose, read_summary, run_dirs
+from conftest import compose, run_dirs
 from omegaconf import OmegaConf
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import UserError
 from socratic_exp.hydra_support import sweeps_dir
+from socratic_exp.run_folder import read_metrics, read_summary
 from socratic_exp.samplers.base import STATE_FILE, GroupStats, group_rewards, utility
 from socratic_exp.samplers.goldilocks import sampler as runtime
 from socratic_exp.samplers.goldilocks.config import GoldilocksSampler
@@ -582,10 +583,6 @@ ALGORITHMS = {
 }
 
 
-def _records(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
 def test_goldilocks_runs_with_every_algorithm(run_in_process, algorithm):
@@ -594,7 +591,7 @@ def test_goldilocks_runs_with_every_algorithm(run_in_process, algorithm):
     [run_dir] = run_dirs(outputs)
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["steps"] == 4
-    logged = [r for r in _records(run_dir) if "sampler/zero_variance_share" in r]
+    logged = [r for r in read_metrics(run_dir) if "sampler/zero_variance_share" in r]
     assert [r["step"] for r in logged] == [1, 2, 3, 4]
     # 4 steps x 16 rollouts, every one observed; 4 questions per step, a refit every 4
     assert [r["sampler/rollouts"] for r in logged] == [16.0, 32.0, 48.0, 64.0]
@@ -625,7 +622,7 @@ def test_goldilocks_resumes_with_its_state(run_app):
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = read_summary(run_dir)
     assert resumed["status"] == "completed" and resumed["steps"] == 4
-    logged = [r for r in _records(run_dir) if "sampler/zero_variance_share" in r]
+    logged = [r for r in read_metrics(run_dir) if "sampler/zero_variance_share" in r]
     assert [r["step"] for r in logged] == [1, 2, 3, 4]
     # the counters continue from the checkpoint instead of starting over
     assert [r["sampler/rollouts"] for r in logged] == [16.0, 32.0, 48.0, 64.0]

@@ -15,10 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, build_trainer, compose, read_summary, run_dirs
+from conftest import ROOT, build_trainer, compose, run_dirs
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import ConfigError
+from socratic_exp.run_folder import read_metrics, read_summary
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -404,7 +405,7 @@ def test_every_algorithm_runs_with_lora(run_in_process, name):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     assert read_summary(run_dir)["steps"] == 2
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     assert any(metric in record for record in records), sorted({k for r in records for k in r})
     checkpoint = run_dir / "checkpoints" / "checkpoint-2"
     assert (checkpoint / "adapter_model.safetensors").is_file() and not (checkpoint / "model.safetensors").exists()

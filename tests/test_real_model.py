@@ -16,7 +16,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import build_trainer, compose, read_summary, run_dirs
+from conftest import build_trainer, compose, run_dirs
+
+from socratic_exp.run_folder import read_metrics, read_summary
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
@@ -269,7 +271,7 @@ def test_self_distillation_runs_a_step_through_the_entry_point(smol, cache_dir, 
     (run_dir,) = run_dirs(outputs)
     summary = read_summary(run_dir)
     assert (summary["status"], summary["steps"]) == ("completed", 1)
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     assert any("loss" in record and record["step"] == 1 for record in records)
 
 

@@ -11,7 +11,9 @@ import sys
 import time
 
 import pytest
-from conftest import app_environment, read_summary, run_dirs
+from conftest import COMPLETED_RUN, app_environment, copy_run, run_dirs
+
+from socratic_exp.run_folder import read_metrics, read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +34,8 @@ SUMMARY_KEYS = {
 }
 
 
-def _records(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def test_grpo_run_writes_the_whole_run_folder(run_app):
-    proc, outputs = run_app(*QUICK, "algorithm.log_completions=true")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = run_dirs(outputs)
+def test_grpo_run_writes_the_whole_run_folder(completed_run):
+    run_dir = completed_run
     summary = read_summary(run_dir)
     assert summary["status"] == "completed"
     assert set(summary) >= SUMMARY_KEYS
@@ -50,7 +46,7 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
         assert key in summary["initial"] and key in summary["final"]
     assert summary["versions"]["trl"] == "1.16.0"
     assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
-    records = _records(run_dir)
+    records = read_metrics(run_dir)
     train_steps = [r["step"] for r in records if "loss" in r]
     assert train_steps == [1, 2, 3, 4]
     eval_steps = [r["step"] for r in records if "eval/greedy_acc" in r]
@@ -67,10 +63,8 @@ def test_grpo_run_writes_the_whole_run_folder(run_app):
     assert list((run_dir / "wandb").glob("offline-run-*/files/media/table/completions_*.table.json"))
 
 
-def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(run_app):
-    proc, outputs = run_app(*QUICK)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = run_dirs(outputs)
+def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(completed_run, run_app, tmp_path):
+    run_dir = copy_run(completed_run, tmp_path / "outputs")
     first_id = read_summary(run_dir)["wandb_run_id"]
     # Simulate an interruption after the step-2 checkpoint.
     shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
@@ -79,23 +73,21 @@ def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(run_app)
     summary["status"] = "running"
     (run_dir / "summary.json").write_text(json.dumps(summary))
 
-    proc, _ = run_app(*QUICK, "resume=auto")
+    proc, outputs = run_app(*COMPLETED_RUN, "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert run_dirs(outputs) == [run_dir]  # continued in the same folder
     resumed = read_summary(run_dir)
     assert resumed["status"] == "completed" and resumed["resumed"] is True
     assert resumed["steps"] == 4
     assert resumed["wandb_run_id"] == first_id
-    train_steps = [r["step"] for r in _records(run_dir) if "loss" in r]
+    train_steps = [r["step"] for r in read_metrics(run_dir) if "loss" in r]
     assert train_steps == [1, 2, 3, 4]
-    assert [r["step"] for r in _records(run_dir) if "eval/greedy_acc" in r] == [0, 2, 4]
+    assert [r["step"] for r in read_metrics(run_dir) if "eval/greedy_acc" in r] == [0, 2, 4]
     assert "resuming from" in proc.stderr + proc.stdout
 
 
-def test_resume_of_a_completed_run_does_nothing(run_app):
-    proc, outputs = run_app(*QUICK, "algorithm.max_steps=2", "eval.every_steps=0")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = run_dirs(outputs)
+def test_resume_of_a_completed_run_does_nothing(completed_run, run_app, tmp_path):
+    run_dir = copy_run(completed_run, tmp_path / "outputs")
     before = (run_dir / "metrics.jsonl").read_text()
     proc, _ = run_app(*QUICK, f"resume={run_dir}")
     assert proc.returncode == 0

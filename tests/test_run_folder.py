@@ -1,4 +1,5 @@
-"""Run-folder helpers: metrics truncation on resume, secret redaction, finding an interrupted run, run names."""
+"""Run-folder helpers: reading a run folder back, metrics truncation on resume, secret redaction, finding an
+interrupted run, run names."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import pytest
 
 from socratic_exp.hydra_support import find_interrupted_run
-from socratic_exp.run_folder import MetricsFile, RunRecord, run_name
+from socratic_exp.run_folder import MetricsFile, RunRecord, read_jsonl, read_metrics, read_summary, run_name
 from socratic_exp.secrets import REDACTED, redact
 
 
@@ -21,6 +22,24 @@ def test_metrics_file_truncates_after_a_step(tmp_path):
     assert metrics.read()[-1]["loss"] is None  # JSON has no NaN
 
 
+def test_a_run_folder_reads_back_what_the_run_wrote(tmp_path):
+    assert (read_summary(tmp_path), read_metrics(tmp_path), read_jsonl(tmp_path / "viewpoints.jsonl")) == ({}, [], [])
+    RunRecord(tmp_path, {"seed": 1}, ["seed=1"]).complete(0.5, steps=2)
+    metrics = MetricsFile(tmp_path / "metrics.jsonl")
+    metrics.write(1, {"loss": 0.25})
+    metrics.write(2, {"eval/greedy_acc": 0.5})
+    summary = read_summary(tmp_path)
+    assert summary["status"] == "completed" and summary["objective"] == 0.5 and summary["steps"] == 2
+    assert summary["overrides"] == ["seed=1"] and summary["config"] == {"seed": 1}
+    assert [(r["step"], r.get("loss"), r.get("eval/greedy_acc")) for r in read_metrics(tmp_path)] == [
+        (1, 0.25, None),
+        (2, None, 0.5),
+    ]
+    table = tmp_path / "teacher_guidance.jsonl"
+    table.write_text('{"step": 1, "guidance": "a"}\n\n{"step": 2, "guidance": "b"}\n')  # a blank line is skipped
+    assert read_jsonl(table) == [{"step": 1, "guidance": "a"}, {"step": 2, "guidance": "b"}]
+
+
 def test_secrets_are_redacted():
     config = {"teacher": {"api_key": "sk-123", "api_key_env": "OPENAI_API_KEY", "base_url": "x"}, "token": None}
     clean = redact(config)
@@ -32,13 +51,13 @@ def test_secrets_are_redacted():
 def test_run_record_failure_and_completion(tmp_path):
     record = RunRecord(tmp_path, {"teacher": {"api_key": "sk-1"}}, ["seed=1"])
     record.save()
-    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "running"
+    assert read_summary(tmp_path)["status"] == "running"
     record.fail(ValueError("boom"))
-    failed = json.loads((tmp_path / "summary.json").read_text())
+    failed = read_summary(tmp_path)
     assert failed["status"] == "failed" and failed["error"] == {"type": "ValueError", "message": "boom"}
     assert "sk-1" not in (tmp_path / "summary.json").read_text()
     record.complete(0.5, final={"eval/greedy_acc": 0.5})
-    done = json.loads((tmp_path / "summary.json").read_text())
+    done = read_summary(tmp_path)
     assert done["status"] == "completed" and "error" not in done and done["objective"] == 0.5
 
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 
 from socratic_exp.report import before_after_table, completion_samples, write_run_report
+from socratic_exp.run_folder import read_summary
 from socratic_exp.study.runs import Run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -92,7 +93,7 @@ def test_before_after_table_has_top_level_metrics_and_the_change():
 
 
 def test_run_report_has_the_table_curves_each_methods_telemetry_and_samples(run_dir):
-    files = write_run_report(Run(run_dir, json.loads((run_dir / "summary.json").read_text())))
+    files = write_run_report(Run(run_dir, read_summary(run_dir)))
     names = sorted(f.name for f in files)
     assert names == [
         "learning_curves.png",
@@ -119,7 +120,7 @@ def test_run_report_has_the_table_curves_each_methods_telemetry_and_samples(run_
 def test_a_run_without_telemetry_or_samples_still_gets_its_page(run_dir):
     (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
     (run_dir / "teacher_guidance.jsonl").unlink()
-    files = write_run_report(Run(run_dir, json.loads((run_dir / "summary.json").read_text())), run_dir / "page")
+    files = write_run_report(Run(run_dir, read_summary(run_dir)), run_dir / "page")
     assert sorted(f.name for f in files) == ["learning_curves.png", "report.md"]
     assert completion_samples(run_dir / "nothing") == [
         "## Completions",

@@ -19,12 +19,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import app_environment, read_summary, run_dirs
+from conftest import app_environment, run_dirs
 from openai_stub import StubServer
 
 from socratic_exp.secrets import (
     REDACTED,
     is_secret_key,
+    read_metrics,
+    read_summary,
     redact,
     redact_overrides,
     scrub_hydra_files,
@@ -217,8 +219,6 @@ def test_no_canary_reaches_any_file_or_the_console(canary_run):
 @pytest.mark.slow
 def test_a_canary_alone_on_the_command_line_reaches_no_file(tmp_path):
     """The canary as the only override: the default experiment (on the shipped student), W&B offline."""
-    from socratic_exp.run_folder import MetricsFile
-
     env = app_environment(tmp_path / "outputs", tmp_path / "cache")
     command = [sys.executable, "-m", "socratic_exp", f"+algorithm.trl_args.hub_token={HUB_CANARY}"]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
@@ -227,7 +227,7 @@ def test_a_canary_alone_on_the_command_line_reaches_no_file(tmp_path):
     assert read_summary(run_dir)["run_name"] == "socraticpo-arithmetic-tiny"
     assert (run_dir / "checkpoints" / "final" / "training_args.bin").is_file()
     assert list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert MetricsFile(run_dir / "metrics.jsonl").read()  # the run trained and logged
+    assert read_metrics(run_dir)  # the run trained and logged
     assert _leaks([run_dir], [proc.stdout + proc.stderr]) == []
     assert not list((tmp_path / "cache").glob("tiny-*"))  # the shipped student: no warm-start was built
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import compose, read_summary, run_dirs
+from conftest import compose, run_dirs
 
 from socratic_exp.algorithms.socratic_rl.__main__ import main as viewpoints_main
 from socratic_exp.algorithms.socratic_rl.knowledge_base import (
@@ -26,6 +26,7 @@ from socratic_exp.algorithms.socratic_rl.knowledge_base import (
 )
 from socratic_exp.algorithms.socratic_rl.loop import select_traces
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
+from socratic_exp.run_folder import read_jsonl, read_metrics, read_summary
 from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
 from socratic_exp.teachers.meta_learning import cross_probe_pairs
 
@@ -494,15 +495,15 @@ def test_every_distiller_teacher_and_meta_learning_combination_runs(run_app):
     assert trained.returncode == 0, trained.stderr[-3000:]
     plain, _ = run_app("-m", "hydra/launcher=basic", *QUICK, "distiller=none", *COMBINATIONS)
     assert plain.returncode == 0, plain.stderr[-3000:]
-    jobs = sorted(outputs.glob("multirun/*/*/*/summary.json"))
+    jobs = sorted(path.parent for path in outputs.glob("multirun/*/*/*/summary.json"))
     assert len(jobs) == 16
     seen = set()
-    for path in jobs:
-        summary = json.loads(path.read_text())
+    for job in jobs:
+        summary = read_summary(job)
         assert summary["status"] == "completed" and summary["steps"] == 2, summary.get("error")
         choices, config = summary["choices"], summary["config"]
         seen.add((choices["distiller"], choices["teacher"], config["algorithm"]["meta_learning"]))
-        metrics = [json.loads(line) for line in (path.parent / "metrics.jsonl").read_text().splitlines()]
+        metrics = read_metrics(job)
         assert any("socratic_rl/reflections" in m for m in metrics)
         distilled = any("distill/count" in m or "distill/skipped" in m for m in metrics)
         assert distilled == (choices["distiller"] != "none")
@@ -533,7 +534,7 @@ def test_knowledge_base_survives_kill_and_resume(tmp_path, cache_dir):
         time.sleep(0.2)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    [run_dir] = run_dirs(tmp_path / "outputs") or [p.parent for p in (tmp_path / "outputs").glob("*/*/summary.json")]
+    [run_dir] = run_dirs(tmp_path / "outputs")
     assert read_summary(run_dir)["status"] == "running"  # killed: never marked complete
     before_resume = (run_dir / "viewpoints.jsonl").read_text().splitlines()
 
@@ -541,7 +542,7 @@ def test_knowledge_base_survives_kill_and_resume(tmp_path, cache_dir):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert read_summary(run_dir)["status"] == "completed"
     lines = (run_dir / "viewpoints.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
+    records = read_jsonl(run_dir / "viewpoints.jsonl")
     checkpoint = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
     assert checkpoint == 8
     # nothing lost: the lines up to the step resumed from are kept verbatim; nothing duplicated: each viewpoint is

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import build_trainer, compose, read_summary, run_dirs
+from conftest import build_trainer, compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +15,7 @@ from socratic_exp.algorithms.socraticpo.rewards import (
     normalized_returns,
 )
 from socratic_exp.models.base import frozen_copy
+from socratic_exp.run_folder import read_metrics, read_summary
 
 
 @st.composite
@@ -447,7 +446,7 @@ def test_socraticpo_runs_end_to_end(run_in_process, variant):
     [run_dir] = run_dirs(outputs)
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["steps"] == 4
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = read_metrics(run_dir)
     train = [line for line in lines if "socraticpo/unassisted_acc" in line]
     assert len(train) == 4
     assert all(0 <= line["socraticpo/correction_rate/step1"] <= 1 for line in train)

@@ -5,7 +5,6 @@ and a real 4-job multirun, 2 at a time, one failing, re-run and reported."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 import statistics
@@ -16,11 +15,12 @@ import time
 
 import pytest
 import yaml
-from conftest import ROOT, compose, read_summary
+from conftest import ROOT, compose
 
 from socratic_exp import launcher
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import _sweep_dir
+from socratic_exp.run_folder import read_summary
 
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
 ACCELERATE_PROFILES = sorted((ROOT / "launch" / "accelerate").glob("*.yaml"))
@@ -298,4 +298,4 @@ def test_a_real_sweep_of_4_jobs_2_at_a_time_with_one_failing_resumes_and_reports
         import matplotlib.image
 
         assert matplotlib.image.imread(sweep / name).shape[2] in (3, 4)  # a readable PNG
-    assert json.loads((sweep / "3" / "summary.json").read_text())["status"] == "completed"
+    assert read_summary(sweep / "3")["status"] == "completed"

@@ -6,7 +6,6 @@ The settings are checked before anything runs; the launch commands and the SLURM
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -16,9 +15,10 @@ import time
 
 import pytest
 import yaml
-from conftest import ROOT, read_summary
+from conftest import ROOT
 
 from socratic_exp import launcher
+from socratic_exp.run_folder import read_metrics, read_summary
 
 # 2 optimizer steps (a checkpoint at step 2), a 16-question evaluation before and after: the shortest real run
 SHORT_JOB = (
@@ -233,7 +233,7 @@ def test_a_sweep_of_jobs_each_a_torchrun_of_2_processes_one_failing(run_in_proce
     for job in "12":
         assert re.search(rf"#{job} completed, eval/greedy_acc [\d.]+ in \d+ s, 2 of 2 processes finished", proc.stdout)
         assert [p.name for p in (sweep / job / "checkpoints").glob("checkpoint-*")] == ["checkpoint-2"]
-        records = [json.loads(line) for line in (sweep / job / "metrics.jsonl").read_text().splitlines()]
+        records = read_metrics(sweep / job)
         assert sum(r.get("step") == 1 and "loss" in r for r in records) == 1  # one writer: rank 0
         assert (sweep / job / "launch.log").is_file()
     objectives = [s["objective"] for s in summaries]

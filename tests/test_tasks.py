@@ -10,13 +10,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import compose
+from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import UserError
 from socratic_exp.models.generation import as_model_input
+from socratic_exp.run_folder import read_summary
 from socratic_exp.tasks import verifiers as vf
 from socratic_exp.tasks.aime24 import Aime24Task
 from socratic_exp.tasks.aime25 import Aime25Task
@@ -558,8 +559,8 @@ def test_missing_hub_dataset_offline_is_one_line(run_app, tmp_path):
     assert len(errors) == 1 and "Traceback" not in proc.stderr
     assert "task=gsm8k: the Hugging Face Hub dataset openai/gsm8k (main) split 'train' could not be loaded" in errors[0]
     assert "hf download --repo-type dataset openai/gsm8k" in errors[0] and "task.data_files.train=" in errors[0]
-    (summary,) = outputs.glob("*/*/summary.json")
-    assert '"status": "failed"' in summary.read_text()
+    (run_dir,) = run_dirs(outputs)
+    assert read_summary(run_dir)["status"] == "failed"
 
 
 def test_every_task_option_validates_without_data():

@@ -3,7 +3,6 @@ client against local OpenAI-compatible servers (a scripted stub with faults, and
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -13,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_dirs
 from openai_stub import StubServer
 
 from socratic_exp.errors import UserError
+from socratic_exp.run_folder import read_jsonl, read_summary
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import ArithmeticTask, prompt_for
 from socratic_exp.tasks.diagnosis import diagnose
@@ -407,11 +408,11 @@ def test_run_with_a_blackbox_teacher_keeps_the_key_out_of_the_run_folder(run_app
         )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert server.requests > 0
-    [run_dir] = [p.parent for p in outputs.glob("*/*/summary.json")]
-    summary = json.loads((run_dir / "summary.json").read_text())
+    [run_dir] = run_dirs(outputs)
+    summary = read_summary(run_dir)
     assert "eval/assisted_acc" in summary["final"] and "eval/teacher/requests" in summary["final"]
-    rows = (run_dir / "teacher_guidance.jsonl").read_text().splitlines()
-    assert rows and json.loads(rows[0])["guidance"] == server.reply
+    rows = read_jsonl(run_dir / "teacher_guidance.jsonl")
+    assert rows and rows[0]["guidance"] == server.reply
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), f"the key leaked into {path}"
@@ -427,5 +428,5 @@ def test_unreachable_teacher_server_is_one_line_and_exit_2(run_app):
         proc.stderr.strip().splitlines()[-1].startswith("error: teacher server at http://127.0.0.1:9/v1 is unreachable")
     )
     assert "Traceback" not in proc.stderr
-    [summary] = list(outputs.glob("*/*/summary.json"))
-    assert json.loads(summary.read_text())["status"] == "failed"
+    [run_dir] = run_dirs(outputs)
+    assert read_summary(run_dir)["status"] == "failed"

@@ -4,10 +4,9 @@ and few-step runs of every variant on the tiny model."""
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
-from conftest import build_trainer, compose, read_summary, run_dirs
+from conftest import build_trainer, compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from socratic_exp.algorithms.vpd.estep import (
     implicit_rewards,
     side_means,
 )
+from socratic_exp.run_folder import read_metrics, read_summary
 
 torch = pytest.importorskip("torch")
 
@@ -613,7 +613,7 @@ def test_every_variant_runs_end_to_end(run_in_process, variant):
     [run_dir] = run_dirs(outputs)
     summary = read_summary(run_dir)
     assert summary["status"] == "completed" and summary["steps"] == 4
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = read_metrics(run_dir)
     train = [line for line in lines if "self_distillation/usable_feedback_share" in line]
     assert len(train) == 4 and all(0 <= line["self_distillation/usable_feedback_share"] <= 1 for line in train)
     assert all(line["self_distillation/teacher_copy_mb"] >= 0 for line in train)

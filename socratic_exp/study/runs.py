@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.run_folder import MetricsFile
+from socratic_exp.run_folder import read_metrics, read_summary
 
 
 @dataclass
@@ -37,7 +36,7 @@ class Run:
     @functools.cached_property
     def records(self) -> list[dict[str, Any]]:
         """``metrics.jsonl``: one dict per logged step."""
-        return MetricsFile(self.path / "metrics.jsonl").read()
+        return read_metrics(self.path)
 
     def value(self, metric: str) -> float | None:
         """A final value: ``<metric> gain`` (final - before training), a final evaluation metric, the last
@@ -61,7 +60,7 @@ def find_runs(paths: Iterable[Path]) -> list[Run]:
         candidates = [path / "summary.json"] if (path / "summary.json").is_file() else _summaries_under(path)
         for summary_file in candidates:
             run_dir = summary_file.parent.resolve()
-            found.setdefault(run_dir, Run(run_dir, json.loads(summary_file.read_text())))
+            found.setdefault(run_dir, Run(run_dir, read_summary(run_dir)))
     return sorted(found.values(), key=lambda run: natural_key(run.path))
 
 
