@@ -146,23 +146,3 @@ def copy_run(run_dir: Path, outputs: Path) -> Path:
     """A copy of a run folder under another outputs root, at the same ``<date>/<time>`` (where ``resume=auto``
     finds it)."""
     return Path(shutil.copytree(run_dir, outputs / run_dir.parent.name / run_dir.name, symlinks=True))
-
-
-def build_trainer(components, student, data, run_name: str = "test"):
-    """The algorithm's TRL trainer as a run builds it, outside the training loop (a temporary run folder, no
-    callbacks, no loggers)."""
-    import tempfile
-
-    from socratic_exp.algorithms.base import RunContext
-
-    ctx = RunContext(
-        components=components,
-        data=data,
-        student=student,
-        run_dir=Path(tempfile.mkdtemp()),
-        run_name=run_name,
-        seed=0,
-        callbacks=[],
-        report_to=[],
-    )
-    return components.algorithm.build_trainer(ctx)

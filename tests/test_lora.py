@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, build_trainer, compose, run_dirs
+from conftest import ROOT, compose, run_dirs
 
 from socratic_exp.components import build_components
 from socratic_exp.errors import ConfigError
@@ -299,10 +299,10 @@ def _trainer(cache_dir, algorithm, *overrides):
         f"algorithm={algorithm}", "debug=fast", "debug=quick_warmstart", "logger=none", "model.lora.r=4",
         f"model.cache_dir={cache_dir}", *overrides,
     )  # fmt: skip
-    c = build_components(cfg, {"algorithm": algorithm})
-    student = c.model.load(c.task)
-    c.teacher.attach(c.task, student)
-    return build_trainer(c, student, c.task.build()), student
+    from socratic_exp.assembly import build_trainer, workbench
+
+    bench = workbench(build_components(cfg, {"algorithm": algorithm}))
+    return build_trainer(bench, Path(tempfile.mkdtemp())), bench.student
 
 
 @pytest.mark.slow

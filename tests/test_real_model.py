@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import build_trainer, compose, run_dirs
+from conftest import compose, run_dirs
 
 from socratic_exp.run_folder import read_metrics, read_summary
 
@@ -77,21 +77,20 @@ def overrides(cache_dir: Path, data_dir: Path, task: str = "gsm8k") -> list[str]
 
 
 def setup(smol, cache_dir, data_dir, *extra: str, task: str = "gsm8k"):
-    """Components, a freshly loaded student, and the rendered splits, as a run builds them."""
+    """Components, a freshly loaded student (its teacher attached) and the rendered splits, as a run builds them."""
+    from socratic_exp.assembly import workbench
     from socratic_exp.components import build_components
-    from socratic_exp.tasks.base import render_splits
 
-    c = build_components(compose(*overrides(cache_dir, data_dir, task), *extra))
-    student = c.model.load(c.task)
-    c.teacher.attach(c.task, student)
-    data = render_splits(c.task.build(), c.task.instruction(), student.chat)
-    return c, student, data
+    return workbench(build_components(compose(*overrides(cache_dir, data_dir, task), *extra)))
 
 
 def trainer_for(smol, cache_dir, data_dir, *extra: str):
     """The algorithm's trainer on SmolLM2, outside a training loop, and two training rows per prompt group."""
-    c, student, data = setup(smol, cache_dir, data_dir, *extra)
-    trainer = build_trainer(c, student, data, "real")
+    from socratic_exp.assembly import build_trainer
+
+    bench = setup(smol, cache_dir, data_dir, *extra)
+    c, student, data = bench.components, bench.student, bench.data
+    trainer = build_trainer(bench, cache_dir / "run", run_name="real")
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests skip
     group = c.algorithm.num_generations
@@ -105,7 +104,8 @@ def trainer_for(smol, cache_dir, data_dir, *extra: str):
 def test_the_chat_template_renders_the_tasks_system_turn(smol, cache_dir, data_dir):
     from socratic_exp.models.generation import as_model_input
 
-    c, student, _ = setup(smol, cache_dir, data_dir)
+    bench = setup(smol, cache_dir, data_dir)
+    c, student, _ = bench.components, bench.student, bench.data
     text = as_model_input(student, "What is 2+3?", c.task.instruction())
     assert text == (
         f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"
@@ -161,7 +161,8 @@ def test_evaluation_reads_real_answers(smol, cache_dir, data_dir, monkeypatch):
     from socratic_exp.models.generation import generate
     from socratic_exp.tasks.verifiers import NO_ANSWER_REASONS
 
-    c, student, _ = setup(smol, cache_dir, data_dir, "eval.max_new_tokens=160", "eval.batch_size=2", task="multiarith")
+    bench = setup(smol, cache_dir, data_dir, "eval.max_new_tokens=160", "eval.batch_size=2", task="multiarith")
+    c, student, _ = bench.components, bench.student, bench.data
     rows = c.task.build()["eval"].select(range(2))  # what eval.max_samples=2 evaluates
     generated: list[list[str]] = []
     monkeypatch.setattr(evaluation, "generate", lambda *a, **k: generated.append(generate(*a, **k)) or generated[-1])
@@ -281,7 +282,8 @@ def test_the_kl_distiller_changes_the_weights(smol, cache_dir, data_dir):
     from socratic_exp.distillers.base import DistillationData
     from socratic_exp.distillers.kl import KLDistiller
 
-    c, student, data = setup(smol, cache_dir, data_dir)
+    bench = setup(smol, cache_dir, data_dir)
+    c, student, data = bench.components, bench.student, bench.data
     rows = data["train"].select(range(2))
     before = {name: p.detach().clone() for name, p in student.model.named_parameters()}
     distiller = KLDistiller(items=2, steps=1, batch_size=2, num_generations=2, max_completion_length=16, kl_samples=2)

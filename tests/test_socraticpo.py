@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import build_trainer, compose, run_dirs
+from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -257,11 +257,12 @@ def rollout_trainer(tmp_path_factory):
         "algorithm=socraticpo", "teacher=rule", "debug=fast", "debug=quick_warmstart", "logger=none",
         f"model.cache_dir={cache}",
     )  # fmt: skip
+    from socratic_exp.assembly import build_trainer, workbench
+
     c = build_components(cfg, {"algorithm": "socraticpo"})
-    student = c.model.load(c.task)
-    c.teacher.attach(c.task, student)
-    data = c.task.build()
-    trainer = build_trainer(c, student, data)
+    bench = workbench(c)  # the student loaded, the teacher attached, the task's rows rendered
+    student, data = bench.student, bench.splits
+    trainer = build_trainer(bench, cache / "run")
     rows = [dict(data["train"][i]) for i in range(8) for _ in range(4)]
     calls = []
     guide = c.teacher.guide

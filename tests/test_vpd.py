@@ -4,9 +4,11 @@ and few-step runs of every variant on the tiny model."""
 from __future__ import annotations
 
 import itertools
+import tempfile
+from pathlib import Path
 
 import pytest
-from conftest import build_trainer, compose, run_dirs
+from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -315,10 +317,11 @@ def _vpd_trainer(cache_dir, *overrides):
         "algorithm.ema_update_rate=0", "debug=fast", "debug=quick_warmstart", "logger=none",
         f"model.cache_dir={cache_dir}", *overrides,
     )  # fmt: skip
-    c = build_components(cfg, {"algorithm": "vpd"})
-    student = c.model.load(c.task)
-    data = c.task.build()
-    trainer = build_trainer(c, student, data)
+    from socratic_exp.assembly import build_trainer, workbench
+
+    bench = workbench(build_components(cfg, {"algorithm": "vpd"}))
+    student, data = bench.student, bench.splits
+    trainer = build_trainer(bench, Path(tempfile.mkdtemp()))
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which these tests skip
     return trainer, data, student.tokenizer
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from socratic_exp.algorithms.base import RunContext
+from socratic_exp.assembly import Workbench, build_trainer
 from socratic_exp.components import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.tasks.base import render_splits
@@ -127,7 +127,7 @@ class Record(TrainerCallback):
         self.result["metrics"] = {name: list(values) for name, values in self.trainer._metrics["train"].items()}
 
 
-def run_case(case: str, out: Path, cache: str, student: Any, data: Any) -> None:
+def run_case(case: str, out: Path, cache: str, student: Any, splits: Any, data: Any) -> None:
     processes = int(os.environ.get("WORLD_SIZE", "1"))
     overrides = CASES[case]
     steps = int(next((o.split("=")[1] for o in overrides if "steps_per_generation" in o), 1))
@@ -135,10 +135,8 @@ def run_case(case: str, out: Path, cache: str, student: Any, data: Any) -> None:
     components = build_components(
         compose(*COMMON, *overrides, f"model.cache_dir={cache}", f"algorithm.batch_size={per_device}")
     )
-    student = copy.deepcopy(student)
-    context = RunContext(components=components, data=data, student=student, run_dir=Path(tempfile.mkdtemp()),
-                         run_name=case, seed=0, callbacks=[], report_to=[])  # fmt: skip
-    trainer = components.algorithm.build_trainer(context)
+    bench = Workbench(components=components, splits=splits, student=copy.deepcopy(student), data=data)
+    trainer = build_trainer(bench, Path(tempfile.mkdtemp()), run_name=case)
     rank = trainer.accelerator.process_index
     rows = [dict(data["train"][g]) for g in range(GLOBAL_ROWS)]
     local = GLOBAL_ROWS // processes
@@ -204,11 +202,12 @@ def run_case(case: str, out: Path, cache: str, student: Any, data: Any) -> None:
 def main(out: Path, cache: str, cases: list[str]) -> None:
     components = build_components(compose(*COMMON, "algorithm=grpo", f"model.cache_dir={cache}"))
     student = components.model.load(components.task)
-    data = render_splits(components.task.build(), components.task.instruction(), student.chat)
+    splits = components.task.build()
+    data = render_splits(splits, components.task.instruction(), student.chat)
     data["train"] = data["train"].select(range(4 * GLOBAL_ROWS))
     assert len(set(data["train"]["prompt"][:GLOBAL_ROWS])) == GLOBAL_ROWS  # the script tells rows by their prompt
     for case in cases:
-        run_case(case, out, cache, student, data)
+        run_case(case, out, cache, student, splits, data)
 
 
 if __name__ == "__main__":
