@@ -75,7 +75,7 @@ def evaluation_seconds(processes: int) -> float:
 def evaluate_worker(out: Path) -> None:
     """Inside the launch: the whole held-out split of the default task, timed on every process."""
     from socratic_exp import distributed
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.hydra_support import compose
 

@@ -25,8 +25,7 @@ from pathlib import Path
 from paired_trainers import build_trainers
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
-from socratic_exp.assembly import workbench
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components, workbench
 from socratic_exp.hydra_support import compose
 
 REPEATS, WARMUP = 40, 2

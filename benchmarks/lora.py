@@ -31,8 +31,7 @@ from pathlib import Path
 
 from paired_trainers import build_trainers
 
-from socratic_exp.assembly import build_trainer, workbench
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components, build_trainer, workbench
 from socratic_exp.hydra_support import compose
 
 WARMUP = 1

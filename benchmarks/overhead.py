@@ -13,9 +13,8 @@ from pathlib import Path
 from paired_trainers import on_own_copy  # benchmarks/ is on the path of a script run from it
 from transformers import TrainerCallback
 
-from socratic_exp.assembly import Workbench, build_trainer, workbench
+from socratic_exp.assembly import Workbench, build_components, build_trainer, workbench
 from socratic_exp.callbacks import CollapseGuard, RunCallbacks
-from socratic_exp.components import build_components
 from socratic_exp.console import ProgressDisplay
 from socratic_exp.evaluation import Evaluator
 from socratic_exp.hydra_support import compose

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from socratic_exp.assembly import Workbench, build_trainer
 
 if TYPE_CHECKING:
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
 
 
 def on_own_copy(bench: Workbench, components: Components | None = None) -> Workbench:

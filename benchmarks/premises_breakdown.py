@@ -13,7 +13,7 @@ import statistics
 import sys
 
 from socratic_exp.algorithms.socraticpo.evidence import retries
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.study.premises import Bench
 from socratic_exp.tasks import expressions as ex

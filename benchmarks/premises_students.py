@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.study.premises import measure, promises, verdicts
 

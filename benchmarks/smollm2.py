@@ -68,7 +68,7 @@ def data_overrides(data: Path, task: str = "gsm8k") -> list[str]:
 
 # --- accuracy ----------------------------------------------------------------------------------------------------
 def accuracy(args: argparse.Namespace) -> None:
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.hydra_support import compose
     from socratic_exp.models.generation import generate
 
@@ -137,7 +137,7 @@ def has_lora() -> bool:
 
 
 def components_for(overrides: list[str], data: Path, extra: list[str]) -> Any:
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.hydra_support import compose
 
     return build_components(compose("model=smollm2_135m", *data_overrides(data), *BATCH, *overrides, *extra))

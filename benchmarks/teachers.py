@@ -57,7 +57,7 @@ class FixedRetry(Teacher):
 
 
 def guidance(overrides: list[str]) -> None:
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.hydra_support import compose
     from socratic_exp.teachers.llm import LLMTeacher

@@ -11,7 +11,7 @@ import random
 import sys
 import time
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.evaluation import Evaluator
 from socratic_exp.hydra_support import compose
 from socratic_exp.models.generation import generate

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.hydra_support import compose
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
 from socratic_exp.models.tiny.warmstart import PackingCollator, encode_examples

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import tempfile
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.hydra_support import compose
 
 

@@ -1,5 +1,7 @@
-"""From a config to a trainer: the student and data a run trains on, and the trainer its algorithm builds from them.
-The run, the tests and the benchmarks all build through here, so they train what a run trains."""
+"""From a config to a trainer: the run's components built and checked (``build_components``, without heavy
+imports: a wrong key or combination fails before torch loads), then the student and data a run trains on and the
+trainer its algorithm builds from them (``workbench``, ``build_trainer``). The run, the tests and the benchmarks all
+build through here, so they train what a run trains."""
 
 from __future__ import annotations
 
@@ -8,14 +10,131 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omegaconf import DictConfig, OmegaConf
+
+from socratic_exp.distillers.none import NoDistiller
+from socratic_exp.errors import NO_VALUE, ConfigError, UserError
+from socratic_exp.evaluation import EvalSettings
+
 if TYPE_CHECKING:
     from datasets import DatasetDict
 
-    from socratic_exp.components import Components
-    from socratic_exp.models.base import Student
+    from socratic_exp.algorithms.base import Algorithm
+    from socratic_exp.distillers.base import Distiller
+    from socratic_exp.loggers.base import Logger
+    from socratic_exp.models.base import ModelSpec, Student
     from socratic_exp.run_folder import MetricsSink
+    from socratic_exp.samplers.base import PromptSampler
+    from socratic_exp.tasks.base import Task
+    from socratic_exp.teachers.base import Teacher
+
+GROUPS = ("task", "model", "algorithm", "teacher", "sampler", "distiller", "logger")
 
 
+@dataclasses.dataclass
+class Components:
+    task: Task
+    model: ModelSpec
+    algorithm: Algorithm
+    teacher: Teacher
+    sampler: PromptSampler
+    distiller: Distiller
+    logger: Logger
+    eval: EvalSettings
+    choices: dict[str, str]  # the option chosen in each group, e.g. {"algorithm": "grpo"}
+
+
+def build_components(cfg: DictConfig, choices: dict[str, str] | None = None) -> Components:
+    """Instantiate every group's option (which checks types and ranges) and check the choices fit together."""
+    choices = dict(choices or {})
+    for key in sorted(OmegaConf.missing_keys(cfg)):  # a mandatory value (???) left unset
+        raise ConfigError(key, NO_VALUE, "has no value", f"set it on the command line: {key}=<value>")
+    _check_run_keys(cfg)  # first: options get the seed by interpolation (${seed}) and would report it as their own
+    built: dict[str, Any] = {}
+    for group in GROUPS:
+        node = cfg.get(group)
+        if node is None or "_target_" not in node:
+            raise ConfigError(group, None, "no option selected", f"choose one with {group}=<option> (see --help)")
+        built[group] = instantiate_option(group, node)
+        choices.setdefault(group, type(built[group]).__name__)
+    settings = OmegaConf.to_container(cfg.get("eval") or {}, resolve=True)
+    try:
+        eval_settings = EvalSettings(**settings)
+    except TypeError as err:
+        raise _unknown_key("eval", err, EvalSettings) from None
+    components = Components(**built, eval=eval_settings, choices=choices)
+    check_compatible(components)
+    _check_top_level(cfg, eval_settings, components.task, has_teacher=components.teacher.present)
+    return components
+
+
+def instantiate_option(group: str, node: DictConfig) -> Any:
+    from hydra.errors import InstantiationException
+    from hydra.utils import get_class, instantiate
+
+    target = node["_target_"]
+    try:
+        cls = get_class(target)
+    except Exception:
+        raise ConfigError(
+            f"{group}._target_", target, "is not an importable class", "fix the YAML's _target_"
+        ) from None
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        if isinstance(cause, TypeError) and "unexpected keyword argument" in str(cause):
+            raise _unknown_key(group, cause, cls) from None
+        raise UserError(f"{group}: could not build {target}: {cause or err}") from None
+
+
+def _unknown_key(group: str, err: TypeError, cls: type) -> ConfigError:
+    key = str(err).rsplit("'", 2)[-2] if "'" in str(err) else "?"
+    known = ", ".join(f.name for f in dataclasses.fields(cls))
+    return ConfigError(f"{group}.{key}", NO_VALUE, "unknown key", f"remove it; {group} keys are: {known}")
+
+
+def check_compatible(components: Components) -> None:
+    """Reject choices that do not fit together, before anything loads."""
+    algorithm = components.algorithm
+    name = components.choices["algorithm"]
+    # An algorithm that trains without a teacher still accepts one: it then serves the assisted evaluation only.
+    has_teacher = components.teacher.present
+    if algorithm.requires_teacher and not has_teacher:
+        raise ConfigError("teacher", "none", f"algorithm={name} needs a teacher", "choose one, e.g. teacher=rule")
+    if not isinstance(components.distiller, NoDistiller) and not algorithm.uses_distiller:
+        raise ConfigError(
+            "distiller",
+            components.choices["distiller"],
+            f"algorithm={name} has no distillation phase",
+            "use distiller=none, or an algorithm with one",
+        )
+    algorithm.check_compatible(components)
+
+
+def _check_run_keys(cfg: DictConfig) -> None:
+    """The top-level keys that no option's dataclass checks."""
+    seed = cfg.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ConfigError("seed", seed, "must be an integer >= 0")
+    if not isinstance(cfg.get("verbose", False), bool):
+        raise ConfigError("verbose", cfg.get("verbose"), "must be true or false")
+
+
+def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, task: Task, has_teacher: bool) -> None:
+    objective, known = cfg.get("objective"), eval_settings.metric_names(teacher=has_teacher)
+    grouped = task.metric_group is not None  # such tasks also report <metric>/group_mean (e.g. across domains)
+    base = (str(objective).removesuffix("/group_mean") if grouped else str(objective)).rsplit("/d", 1)[0]
+    if base not in known:
+        raise ConfigError("objective", objective, "is not a metric the evaluation reports", f"use one of {known}")
+    resume = cfg.get("resume")
+    if resume not in (None, "auto") and not isinstance(resume, str):
+        raise ConfigError("resume", resume, "must be null, auto or a run folder")
+
+
+# --- from the components to a trainer ----------------------------------------------------------------------------
 @dataclasses.dataclass
 class Workbench:
     """The components with their student loaded (its teacher attached) and the task's data."""
@@ -58,7 +177,6 @@ def build_trainer(
 
 def trainer_from(*overrides: str, run_dir: Path | None = None) -> Any:
     """The trainer of the config that ``overrides`` compose (no run folder, logger or evaluation around it)."""
-    from socratic_exp.components import build_components
     from socratic_exp.hydra_support import compose
 
     bench = workbench(build_components(compose(*overrides)))

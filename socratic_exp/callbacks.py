@@ -25,7 +25,7 @@ TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training w
 log = logging.getLogger("socratic_exp")
 
 if TYPE_CHECKING:
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
     from socratic_exp.console import ProgressDisplay
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.loggers.base import Logger

@@ -20,7 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
-from socratic_exp.components import GROUPS, Components, build_components
+from socratic_exp.assembly import GROUPS, Components, build_components
 from socratic_exp.console import filter_dependency_noise
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import typed_key

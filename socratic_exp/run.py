@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
-from socratic_exp.components import Components
+from socratic_exp.assembly import Components
 from socratic_exp.console import drop_trainer_printing, quiet_console, result_table, run_console
 from socratic_exp.lifecycle import (
     Job,

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 from conftest import CONF, ROOT, compose, run_dirs
 
-from socratic_exp.components import GROUPS, build_components
+from socratic_exp.assembly import GROUPS, build_components
 from socratic_exp.errors import ConfigError, UserError
 from socratic_exp.run_folder import read_summary
 
@@ -175,7 +175,7 @@ def test_validation_does_not_import_heavy_libraries():
     every_option = [[f"{group}={option}", *REQUIRED_VALUES.get(option, [])] for group, option in OPTIONS]
     code = (
         "import sys; from socratic_exp.hydra_support import compose;"
-        "from socratic_exp.components import build_components;"
+        "from socratic_exp.assembly import build_components;"
         f"[build_components(compose(*overrides)) for overrides in {every_option!r}];"
         "heavy = [m for m in ('torch', 'transformers', 'trl', 'wandb', 'datasets', 'openai') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"

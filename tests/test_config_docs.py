@@ -21,8 +21,8 @@ import pytest
 import yaml
 from conftest import CONF, ROOT, compose
 
+from socratic_exp.assembly import build_components
 from socratic_exp.component import Component, _accepts, _nested_component, setting
-from socratic_exp.components import build_components
 from socratic_exp.config_help import SECTIONS, TOP_LEVEL_HELP, annotated_config
 from socratic_exp.errors import ConfigError
 

@@ -23,7 +23,7 @@ from socratic_exp.algorithms.entropy_masked.mask import (
     token_weights,
 )
 from socratic_exp.algorithms.grpo.config import GRPO
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import ConfigError
 from socratic_exp.hydra_support import sweeps_dir
 from socratic_exp.run_folder import read_jsonl, read_metrics

@@ -13,7 +13,7 @@ import pytest
 from conftest import compose, run_dirs
 from omegaconf import OmegaConf
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import UserError
 from socratic_exp.hydra_support import sweeps_dir
 from socratic_exp.run_folder import read_metrics, read_summary

@@ -211,3 +211,60 @@ def test_shared_modules_do_not_reach_into_a_method():
         if found:
             offenders[name] = sorted(found)
     assert samplers and offenders == {}
+
+
+# --- clean dependencies ------------------------------------------------------------------------------------------
+# The package root: entry points and the pieces every part of a run shares, each for one reason.
+ROOT_MODULES = {
+    "__init__": "the package",
+    "__main__": "python -m socratic_exp: the Hydra app",
+    "run": "one run, as a data path: compose, build, train, evaluate, write",
+    "lifecycle": "the run's lifecycle around that path: signals, exit codes, failure records, resume checks",
+    "assembly": "from a config to its components and to a trainer (the run, tests and benchmarks build here)",
+    "component": "the base of every option: its settings, their help and their ranges",
+    "errors": "the errors a user sees, one line each",
+    "methods": "each method's own modules, found in the method folders",
+    "callbacks": "the run's trainer callbacks",
+    "evaluation": "held-out evaluation",
+    "run_folder": "the run folder: what is written there and read back",
+    "console": "what a run shows on the terminal",
+    "secrets": "secrets found and redacted, everywhere they could be written",
+    "distributed": "several processes: who writes, what is gathered",
+    "trl_phases": "short TRL phases inside a run (distillations, a teacher's meta-updates)",
+    "hydra_support": "Hydra glue: where configs and sweeps live, the run-folder resolver behind resume, compose()",
+    "config_help": "--help: each key's help and range",
+    "launcher": "the sweep launcher: a process per job, several processes per job",
+    "report": "python -m socratic_exp.report: comparing runs",
+}
+
+
+def test_the_package_root_holds_entry_points_and_shared_pieces_only():
+    """A new module at the root is a decision: put it in the package it serves, or say here why it is shared."""
+    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(ROOT_MODULES)
+
+
+def test_generation_lives_under_models_and_secrets_in_one_module():
+    """Teachers, distillers and the study generate with ``models.generation`` (not through the evaluation), and only
+    ``secrets.py`` defines how a secret is redacted."""
+    generation_users = {
+        module_name(p)
+        for p in PACKAGE.rglob("*.py")
+        if "socratic_exp.models.generation" in imports(p, top_level_only=False)
+    }
+    assert {"socratic_exp.evaluation", "socratic_exp.teachers.llm", "socratic_exp.study.premises"} <= generation_users
+    through_evaluation = sorted(
+        module_name(p)
+        for p in PACKAGE.rglob("*.py")
+        if module_name(p).startswith(("socratic_exp.teachers", "socratic_exp.distillers", "socratic_exp.study"))
+        and "socratic_exp.evaluation" in imports(p, top_level_only=False)
+    )
+    assert through_evaluation == []
+    redactors = sorted(
+        f"{module_name(p)}.{node.name}"
+        for p in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        and ("redact" in node.name or "scrub" in node.name)
+        and module_name(p) != "socratic_exp.secrets"
+    )
+    assert redactors == []

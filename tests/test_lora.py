@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, compose, run_dirs
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import ConfigError
 from socratic_exp.run_folder import read_metrics, read_summary
 
@@ -51,7 +51,7 @@ def test_composing_a_lora_config_imports_neither_peft_nor_torch():
     code = (
         "import sys\n"
         "from socratic_exp.hydra_support import compose\n"
-        "from socratic_exp.components import build_components\n"
+        "from socratic_exp.assembly import build_components\n"
         "c = build_components(compose('model.lora.r=8', 'model.lora.target_modules=[q_proj,v_proj]'), {})\n"
         "assert c.model.lora.enabled and c.model.lora.target_modules == ['q_proj', 'v_proj']\n"
         "print(sorted(m for m in ('peft', 'torch', 'transformers', 'trl') if m in sys.modules))\n"

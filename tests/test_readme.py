@@ -9,7 +9,7 @@ import shlex
 import pytest
 from conftest import ROOT, compose
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import ConfigError
 
 # flags and values that are not overrides, or need something outside the config (a run folder, a shell variable)

@@ -78,8 +78,7 @@ def overrides(cache_dir: Path, data_dir: Path, task: str = "gsm8k") -> list[str]
 
 def setup(smol, cache_dir, data_dir, *extra: str, task: str = "gsm8k"):
     """Components, a freshly loaded student (its teacher attached) and the rendered splits, as a run builds them."""
-    from socratic_exp.assembly import workbench
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components, workbench
 
     return workbench(build_components(compose(*overrides(cache_dir, data_dir, task), *extra)))
 

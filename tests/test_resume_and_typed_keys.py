@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import ConfigError
 from socratic_exp.hydra_support import compose, typed_key
 from socratic_exp.lifecycle import as_typed

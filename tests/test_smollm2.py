@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import compose
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import UserError
 from socratic_exp.models import gguf, smollm2
 from socratic_exp.models.hub import HubModel

@@ -360,7 +360,7 @@ def test_the_reflection_prompt_is_the_methods_unless_the_teacher_sets_its_own():
 
 @pytest.fixture(scope="module")
 def tiny(cache_dir):
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
 
     cfg = compose("algorithm=grpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache_dir}")
     c = build_components(cfg, {"algorithm": "grpo"})

@@ -194,7 +194,7 @@ def test_attempt_metrics_follow_the_active_sets():
 
 
 def test_kl_defaults_follow_the_backend():
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
 
     default = build_components(compose()).algorithm
     assert default.kl_coef is None and default.reward_kl_coef == 0.01  # OpenRLHF's REINFORCE++ default
@@ -209,7 +209,7 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
     """The interactive rollout returns no sampling log-probabilities: TRL's correction is off, not a crash."""
     from types import SimpleNamespace
 
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
 
     algorithm = build_components(compose("algorithm.use_vllm=true")).algorithm
     student = SimpleNamespace(chat_template_kwargs={})
@@ -235,7 +235,7 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
     ],
 )
 def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides, message):
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.errors import ConfigError
 
     with pytest.raises(ConfigError) as raised:
@@ -250,7 +250,7 @@ def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides,
 @pytest.fixture(scope="module")
 def rollout_trainer(tmp_path_factory):
     """A SocraticPO trainer on the quickly warm-started tiny student, with the rule teacher."""
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
 
     cache = tmp_path_factory.mktemp("cache")
     cfg = compose(
@@ -461,7 +461,7 @@ def test_socraticpo_runs_end_to_end(run_in_process, variant):
 
 
 def test_socraticpo_needs_a_teacher_for_teacher_guidance():
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.errors import ConfigError
 
     with pytest.raises(ConfigError, match="needs a teacher"):

@@ -18,7 +18,7 @@ import yaml
 from conftest import ROOT, compose
 
 from socratic_exp import launcher
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.hydra_support import _sweep_dir
 from socratic_exp.run_folder import read_summary
 

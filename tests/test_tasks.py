@@ -14,7 +14,7 @@ from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.errors import UserError
 from socratic_exp.models.generation import as_model_input
 from socratic_exp.run_folder import read_summary

@@ -156,7 +156,7 @@ def test_the_fixed_prior_arm_differs_from_vpd_in_the_prior_only():
     ],
 )
 def test_the_ablation_arms_compose(arm, expected):
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
 
     c = build_components(compose("+sweep=vpd_ablation", f"+vpd_arm={arm}"))
     a = c.algorithm
@@ -310,7 +310,7 @@ def test_reweighting_moves_advantage_between_tokens_without_changing_its_total(d
 def _vpd_trainer(cache_dir, *overrides):
     """A VPD trainer on the warm-started tiny student with a shared teacher (the E-step updates the student's weights)
     and the environment's feedback, and the task's data."""
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
 
     cfg = compose(
         "algorithm=vpd", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",

@@ -11,7 +11,7 @@ from socratic_exp.component import Component, setting
 if TYPE_CHECKING:
     from datasets import DatasetDict
 
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
     from socratic_exp.models.base import Student
     from socratic_exp.run_folder import MetricsSink
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from socratic_exp.methods import method_modules
 
 if TYPE_CHECKING:
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
     from socratic_exp.models.base import Student
 
 GROUP_SIZE = 8  # rollouts per prompt, as the default GRPO config draws them
@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
     args = parser.parse_args(argv)
 
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.console import configure
     from socratic_exp.errors import or_exit_code
     from socratic_exp.hydra_support import compose

@@ -26,8 +26,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from socratic_exp.assembly import Workbench, build_trainer
-from socratic_exp.components import build_components
+from socratic_exp.assembly import Workbench, build_components, build_trainer
 from socratic_exp.hydra_support import compose
 from socratic_exp.tasks.base import render_splits
 

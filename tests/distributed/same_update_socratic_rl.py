@@ -28,7 +28,7 @@ import torch
 
 import socratic_exp.trl_phases as phases
 from socratic_exp.algorithms.base import RunContext
-from socratic_exp.components import build_components
+from socratic_exp.assembly import build_components
 from socratic_exp.distillers.base import DistillationData
 from socratic_exp.hydra_support import compose
 from socratic_exp.tasks.base import render_splits

@@ -22,7 +22,7 @@ from socratic_exp.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -68,7 +68,7 @@ from socratic_exp.models.adapters import is_lora
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.sdpo.config import SDPO
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
 
 log = logging.getLogger("socratic_exp")
 

@@ -22,7 +22,7 @@ from socratic_exp.tasks.base import with_context
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.config import SocraticRL
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
     from socratic_exp.models.base import Student
     from socratic_exp.run_folder import MetricsSink
     from socratic_exp.tasks.base import Task

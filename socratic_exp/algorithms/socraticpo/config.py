@@ -13,7 +13,7 @@ from socratic_exp.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
 
 # REINFORCE++'s KL coefficient where the paper gives none (its Table 5 is not in the text we have): OpenRLHF's
 # default, ``--algo.kl.init_coef 0.01`` with the k1 estimator (openrlhf/cli/train_ppo_ray.py).

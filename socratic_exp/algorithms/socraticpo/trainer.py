@@ -45,7 +45,7 @@ from socratic_exp.distributed import most_on_any_process, summed
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socraticpo.config import SocraticPO
-    from socratic_exp.components import Components
+    from socratic_exp.assembly import Components
 
 TURN_BUDGET = 96  # tokens reserved for a guidance turn when checking that another attempt fits
 # Packed rollouts differ several-fold in length (solved at once vs K attempts with guidance); scoring them in this

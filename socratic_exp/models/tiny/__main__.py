@@ -32,7 +32,7 @@ def _name(text: str) -> str:
 
 
 def build(name: str, overrides: list[str], questions: int, seed: int, cache_dir: Path | None, into: Path) -> int:
-    from socratic_exp.components import build_components
+    from socratic_exp.assembly import build_components
     from socratic_exp.errors import UserError
     from socratic_exp.hydra_support import compose
     from socratic_exp.models.tiny import TinyModel
