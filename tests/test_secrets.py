@@ -22,11 +22,10 @@ import pytest
 from conftest import app_environment, run_dirs
 from openai_stub import StubServer
 
+from socratic_exp.run_folder import read_metrics, read_summary
 from socratic_exp.secrets import (
     REDACTED,
     is_secret_key,
-    read_metrics,
-    read_summary,
     redact,
     redact_overrides,
     scrub_hydra_files,

@@ -43,7 +43,7 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             """Check the settings in the submitting process (one line and exit 2, nothing submitted), then submit."""
             from socratic_exp.launcher import LauncherSettingError, check_submitit_job
-            from socratic_exp.run_folder import scrub_hydra_files, secret_values
+            from socratic_exp.secrets import scrub_hydra_files, secret_values
 
             try:
                 self.process_launch = check_submitit_job(self.processes_per_job, self.accelerate_config, self.params)
