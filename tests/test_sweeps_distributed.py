@@ -175,8 +175,8 @@ def test_a_rank_is_interrupted_when_the_sweep_dies_though_its_launch_tool_lives_
         import os, time
         from socratic_exp.launcher import interrupt_when_orphaned
         interrupt_when_orphaned(os.getppid(), poll_seconds=0.05, launcher=int(os.environ["SWEEP"]))
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)  # inside the try: an interrupt right after it still reaches the handler
             time.sleep(60)
         except KeyboardInterrupt:
             with open({str(marker)!r}, "w") as handle:
