@@ -7,13 +7,8 @@ from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.algorithms.socraticpo.rewards import (
-    attempt_metrics,
-    decayed_rewards,
-    kl_folded_returns,
-    normalized_advantages,
-    normalized_returns,
-)
+from socratic_exp.algorithms.reinforce_pp.returns import kl_folded_returns, normalized_returns
+from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards, normalized_advantages
 from socratic_exp.models.base import frozen_copy
 from socratic_exp.run_folder import read_metrics, read_summary
 

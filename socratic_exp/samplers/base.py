@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from socratic_exp.component import Component
+from socratic_exp.errors import UserError
 
 STATE_FILE = "sampler_state.pt"  # written into each checkpoint folder (callbacks.SamplerStateCallback)
 
@@ -70,18 +72,34 @@ class PromptSampler(Component):
     """A sampler option.
 
     ``train_sampler`` returns the torch ``Sampler`` of dataset indices for a TRL trainer (or None to keep TRL's own
-    ``RepeatSampler``); ``observe`` receives the rewards of every rollout with its dataset row index, and
-    ``state_dict`` / ``load_state_dict`` carry what must survive a resume (saved in every checkpoint).
+    ``RepeatSampler``); ``refill`` chooses the prompts of a dynamic-sampling round (``algorithm.dynamic_sampling``);
+    ``observe`` receives the rewards of every rollout with its dataset row index, and ``state_dict`` /
+    ``load_state_dict`` carry what must survive a resume (saved in every checkpoint).
     """
 
     config_group: ClassVar[str] = "sampler"
 
     def __post_init__(self) -> None:
         self.group_stats = GroupStats()
+        self.refills = 0
         super().__post_init__()
 
     def train_sampler(self, trainer: Any, dataset: Any) -> Any | None:
         return None
+
+    def refill(self, trainer: Any, dataset: Any, prompts: int) -> list[int]:
+        """The dataset positions of ``prompts`` new prompts for a refill round of dynamic sampling, the same on every
+        process: drawn uniformly without replacement, from a stream of their own (the run's seed and the refills so
+        far), so the epoch's order of the main stream is untouched."""
+        if len(dataset) < prompts:
+            raise UserError(
+                f"algorithm.dynamic_sampling: the training split has {len(dataset)} questions, fewer than the "
+                f"{prompts} prompts of one generation batch",
+                "use a larger task.train_size or a smaller algorithm.batch_size",
+            )
+        draw = random.Random(f"refill:{trainer.args.seed}:{self.refills}")  # str seeds hash the same everywhere
+        self.refills += 1
+        return draw.sample(range(len(dataset)), prompts)
 
     def observe(self, indices: list[int], rewards: list[float]) -> None:
         """Called by the reward function (or an algorithm's rollout) after each batch of rollouts is scored, on every
@@ -99,10 +117,11 @@ class PromptSampler(Component):
 
     def state_dict(self) -> dict[str, Any]:
         """What a resumed run needs to continue (tensors, numbers, strings, lists and dicts of them)."""
-        return {"rollouts": self.group_stats.rollouts}
+        return {"rollouts": self.group_stats.rollouts, "refills": self.refills}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.group_stats.rollouts = int(state.get("rollouts", 0))
+        self.refills = int(state.get("refills", 0))
 
     def trainer_class(self, base: type) -> type:
         """``base`` itself when TRL's sampling is kept, else a subclass that asks this sampler for indices.

@@ -107,6 +107,12 @@ class Task(Component):
     data_files: dict[str, str] | None = setting(
         None, "local files per split ({train: a.jsonl, eval: b.jsonl}) instead of the generated or Hub data"
     )
+    overlong_buffer: int = setting(
+        0,
+        "DAPO's overlong reward shaping (TRL's soft overlong punishment): a completion longer than "
+        "algorithm.max_completion_length minus this many tokens loses up to 1 reward, linearly (0: off)",
+        ge=0,
+    )
 
     def validate(self) -> None:
         for split, path in (self.data_files or {}).items():
@@ -171,6 +177,16 @@ class Task(Component):
             return rewards
 
         return accuracy
+
+    def shaping_rewards(self, max_completion_length: int) -> list[Callable]:
+        """TRL reward functions added to the verifier's: DAPO's soft overlong punishment (Yu et al. 2025, Eq. 13) as
+        TRL ships it, 0 up to ``max_completion_length - overlong_buffer`` tokens, then down to -1 at
+        ``max_completion_length``."""
+        if not self.overlong_buffer:
+            return []
+        from trl.rewards import get_soft_overlong_punishment
+
+        return [get_soft_overlong_punishment(max_completion_length, self.overlong_buffer)]
 
 
 def question_text(prompt: Any) -> str:

@@ -13,11 +13,15 @@ Differences from TRL's defaults (TRL 1.16), chosen for the CPU testbed and state
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.base import Algorithm, RunContext
+from socratic_exp.algorithms.grpo.dynamic_sampling import DynamicSampling
 from socratic_exp.component import setting
 from socratic_exp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from socratic_exp.assembly import Components
 
 # GRPOConfig fields the run sets itself (from the run folder, seed, logger and model).
 RUN_MANAGED_KEYS = {
@@ -73,6 +77,11 @@ class GRPO(Algorithm):
     vllm_mode: Literal["colocate", "server"] = setting(
         "colocate", "vLLM in the training process (colocate) or a separate trl vllm-serve (server)"
     )
+    dynamic_sampling: DynamicSampling | None = setting(
+        None,
+        "e.g. {max_rounds: 10, batches_per_round: 3}: DAPO's dynamic sampling, groups whose task rewards are all "
+        "equal dropped and new prompts' groups generated until the batch is full (null: off)",
+    )
     trl_args: dict[str, Any] = setting(
         default_factory=dict, help="any other trl.GRPOConfig field, passed through verbatim"
     )
@@ -93,13 +102,26 @@ class GRPO(Algorithm):
             "set them as algorithm.<key> (or let the run set them)",
         )
 
+    def check_compatible(self, components: Components) -> None:
+        buffer = components.task.overlong_buffer
+        if buffer >= self.max_completion_length:
+            raise ConfigError(
+                "task.overlong_buffer",
+                buffer,
+                f"must be below algorithm.max_completion_length={self.max_completion_length}: the penalty would "
+                "start before the first token",
+                f"set task.overlong_buffer below {self.max_completion_length} (DAPO: 4096 of 20480)",
+            )
+
     def trl_kwargs(self, ctx: RunContext) -> dict[str, Any]:
         """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
         import torch
 
         # GRPO's own fields only: a subclass's extra settings are its own, not GRPOConfig's.
         knobs = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(GRPO) if f.name not in ("batch_size", "trl_args")
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(GRPO)
+            if f.name not in ("batch_size", "trl_args", "dynamic_sampling")
         }
         if knobs["bf16"] is None:
             knobs["bf16"] = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -143,23 +165,30 @@ class GRPO(Algorithm):
         return {}
 
     def reward_functions(self, ctx: RunContext) -> list[Any]:
-        """TRL's ``reward_funcs``: the task's verifier, whose rewards the sampler observes."""
+        """TRL's ``reward_funcs``, the task's first (the verifier, whose rewards the sampler observes); the task's
+        shaping (``task.overlong_buffer``) follows them in ``build_trainer``."""
         return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe)]
 
     def build_trainer(self, ctx: RunContext) -> Any:
         """The trainer; with ``model.lora.r > 0`` TRL wraps the student in LoRA adapters (``peft_config``), and the
         run's student becomes that PEFT model, so that evaluation, teachers and distillers see the adapters."""
-        trainer_cls = ctx.components.sampler.trainer_class(self.trainer_base())
+        base, extras = self.trainer_base(), self.trainer_extras(ctx)
+        if self.dynamic_sampling is not None:
+            from socratic_exp.algorithms.grpo.dynamic_sampling_trainer import with_dynamic_sampling
+
+            base = with_dynamic_sampling(base)
+            extras |= {"dynamic_sampling": self.dynamic_sampling, "prompt_sampler": ctx.components.sampler}
+        trainer_cls = ctx.components.sampler.trainer_class(base)
         peft_config = ctx.components.model.lora.peft_config()
         trainer = trainer_cls(
             model=ctx.student.model,
-            reward_funcs=self.reward_functions(ctx),
+            reward_funcs=self.reward_functions(ctx) + ctx.components.task.shaping_rewards(self.max_completion_length),
             args=self.grpo_config(ctx),
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,
             callbacks=ctx.callbacks,
             peft_config=peft_config,
-            **self.trainer_extras(ctx),
+            **extras,
         )
         if peft_config is not None:
             ctx.student.model = trainer.model

@@ -126,6 +126,7 @@ class SDPO(GRPO):
         )
 
     def check_compatible(self, components: Components) -> None:
+        super().check_compatible(components)
         if "teacher" in parse_sources(self.feedback) and not components.teacher.present:
             raise ConfigError(
                 "teacher",

@@ -65,6 +65,7 @@ class SocraticRL(GRPO):
     )
 
     def check_compatible(self, components: Components) -> None:
+        super().check_compatible(components)
         teacher, name = components.teacher, components.choices["teacher"]
         if (problem := teacher.cannot_reflect_on(components.task)) is not None:
             raise ConfigError(

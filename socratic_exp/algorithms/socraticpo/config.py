@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
+from socratic_exp.algorithms.reinforce_pp.config import REINFORCE_PP_KL_COEF
 from socratic_exp.component import setting
 from socratic_exp.errors import ConfigError
 
@@ -15,9 +16,6 @@ if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
     from socratic_exp.assembly import Components
 
-# REINFORCE++'s KL coefficient where the paper gives none (its Table 5 is not in the text we have): OpenRLHF's
-# default, ``--algo.kl.init_coef 0.01`` with the k1 estimator (openrlhf/cli/train_ppo_ray.py).
-REINFORCE_PP_KL_COEF = 0.01
 # TRL losses that sum token terms over the batch and divide by a count that does not depend on how the tokens are
 # grouped into sequences: only with them is a packed rollout the same as its attempts trained as separate samples.
 TOKEN_LEVEL_LOSSES = ("dapo", "cispo")
@@ -62,7 +60,8 @@ class SocraticPO(GRPO):
 
     @property
     def reward_kl_coef(self) -> float:
-        """beta of the KL folded into the returns: ``kl_coef``, or REINFORCE++'s default for ``reinforce_pp``."""
+        """beta of the KL folded into the returns: ``kl_coef``, or REINFORCE++'s default (the paper gives none: its
+        Table 5 is not in the text we have) for ``reinforce_pp``."""
         if self.backend == "grpo":
             return 0.0
         return REINFORCE_PP_KL_COEF if self.kl_coef is None else self.kl_coef
@@ -114,6 +113,14 @@ class SocraticPO(GRPO):
         return {"vllm_importance_sampling_correction": False, **super().trl_kwargs(ctx)}
 
     def check_compatible(self, components: Components) -> None:
+        super().check_compatible(components)
+        if components.task.overlong_buffer:
+            raise ConfigError(
+                "task.overlong_buffer",
+                components.task.overlong_buffer,
+                "shapes TRL's reward functions; algorithm=socraticpo rewards each attempt itself (Eq. 17-19)",
+                "set task.overlong_buffer=0 with algorithm=socraticpo",
+            )
         if self.guidance == "teacher" and not components.teacher.present:
             raise ConfigError(
                 "teacher",
@@ -137,6 +144,7 @@ class SocraticPO(GRPO):
             "chat": ctx.student.chat,
             "entropy_mask": self.entropy_mask,
             "metrics_sink": ctx.sink,
+            "reward_kl_coef": self.reward_kl_coef,
         }
 
 

@@ -11,9 +11,11 @@ own reward and advantage (a per-token advantage tensor, which TRL's loss accepts
 of its own, without recomputing the shared context K times.
 
 **Advantages** (the maths is in ``rewards.py``): step-wise decayed rewards over the global batch (Eq. 17-19); with
-``backend=reinforce_pp`` the k1 KL to the initial policy (a frozen copy made at start; with LoRA the base model,
-adapters disabled, no copy) folded into each attempt's token returns as REINFORCE++ does, then normalised over the
-batch (Eq. 20); with ``backend=grpo`` normalised within each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
+``backend=reinforce_pp`` the k1 KL to the initial policy folded into each attempt's token returns, then normalised
+over the batch (Eq. 20), by ``algorithm=reinforce_pp``'s own implementation (``ReinforcePPMixin``, each attempt one
+segment); with ``backend=grpo`` normalised within each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
+The rollout records each row's attempts (``attempt_segments``, ``attempt_outcomes``) among TRL's extra fields, and
+the rewards, metrics and advantages are computed from the rows of the batch trained.
 
 The rollout uses TRL's ``rollout_func`` hook (``_generate_single_turn`` for the generation itself); the subclass
 exists because TRL has no per-attempt rewards, teacher turns or reward decay. The entropy mask composes as a mixin
@@ -30,17 +32,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import torch
-from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
-from socratic_exp.algorithms.socraticpo.rewards import (
-    attempt_metrics,
-    decayed_rewards,
-    kl_folded_returns,
-    normalized_returns,
-)
-from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
+from socratic_exp.algorithms.reinforce_pp.trainer import ReinforcePPMixin
+from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards
+from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, sequence_inputs
 from socratic_exp.distributed import most_on_any_process, summed
 
 if TYPE_CHECKING:
@@ -61,7 +58,7 @@ class _Rollout:
     outcomes: list[float] = dataclasses.field(default_factory=list)
 
 
-class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
+class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
     """TRL's GRPOTrainer with SocraticPO's interactive rollout (``rollout_func``) and per-attempt advantages."""
 
     def __init__(self, *args: Any, socratic: SocraticPO, components: Components, chat: bool, **kwargs: Any):
@@ -74,24 +71,23 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
         super().__init__(*args, rollout_func=self._interactive_rollout, **kwargs)
         self.kl_teacher = self._kl_teacher_model() if socratic.teacher_kl_every else None
         self._rewards: list[list[float]] = []  # the global batch's decayed rewards, rollouts x attempts
-        self._local = slice(0)
-        self.ref_policy = None  # the initial policy, for the KL folded into the returns (REINFORCE++)
-        if socratic.reward_kl_coef > 0:
-            from socratic_exp.models.adapters import base_view, is_lora
-            from socratic_exp.models.base import frozen_copy
-
-            student = self.accelerator.unwrap_model(self.model)
-            # LoRA: the base weights with the adapters disabled (no copy); else a copy of the student as TRL patched
-            # it (its fused LM head scores the copy's own weights)
-            self.ref_policy = base_view(student) if is_lora(student) else frozen_copy(student)
 
     # --- rollout ------------------------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._rows = inputs  # the rollout needs the rows' answers; TRL hands it only the prompts
         output = super()._generate_and_score_completions(inputs)
+        # The batch's attempts as the rollout recorded them in its rows (TRL merged its extra fields into them): the
+        # batch trained may be other rollouts than the last ones generated (algorithm.dynamic_sampling)
+        self._rollouts = [
+            _Rollout([tuple(s) for s in row["attempt_segments"]], list(row["attempt_outcomes"])) for row in inputs
+        ]
+        mode = "train" if self.model.training else "eval"
+        outcomes = self._gathered_outcomes(self._rollouts)
+        self._rewards = decayed_rewards(outcomes, decay=self.socratic.reward_decay)
+        for name, value in attempt_metrics(outcomes, self._rewards, self.socratic.max_attempts).items():
+            self._metrics[mode][f"socraticpo/{name}"].append(value)
         output["advantages"] = self._token_advantages(output)
         if self.kl_teacher is not None and self.state.global_step % self.socratic.teacher_kl_every == 0:
-            mode = "train" if self.model.training else "eval"
             self._metrics[mode]["socraticpo/teacher_student_kl"].append(self._teacher_student_kl(output))
         return output
 
@@ -186,8 +182,13 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
                 env_mask[i] += [0] * len(turn)
                 contexts[i] += turn
             active = wrong
-        self._rollouts = rollouts
-        returns = self._rewards_and_metrics(rollouts, mode, generated_tokens, teacher_seconds)
+        # R(tau) (Eq. 14) of the local rollouts, the rewards decayed over the rollouts generated together: what TRL
+        # logs as the reward (and what dynamic sampling compares within a group)
+        decayed = decayed_rewards(self._gathered_outcomes(rollouts), decay=settings.reward_decay)
+        offset = self.accelerator.process_index * len(rollouts)
+        returns = [sum(r) for r in decayed[offset : offset + len(rollouts)]]
+        self._metrics[mode]["socraticpo/generated_tokens"].append(generated_tokens)
+        self._metrics[mode]["socraticpo/teacher_seconds"].append(teacher_seconds)
         self._metrics[mode]["socraticpo/generation_slots"].append(generation_slots)
         self._metrics[mode]["socraticpo/rollout_seconds"].append(time.perf_counter() - rollout_started)
         self.components.sampler.observe([row["index"] for row in self._rows], [r.outcomes[0] for r in rollouts])
@@ -197,6 +198,8 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
             "logprobs": None,
             "env_mask": env_mask,
             "trajectory_return": returns,
+            "attempt_segments": [r.segments for r in rollouts],
+            "attempt_outcomes": [r.outcomes for r in rollouts],
         }
 
     def _guidance(self, wrong: list[int], prompts: list[Any], attempts: list[list[Any]]) -> list[str]:
@@ -284,58 +287,23 @@ class SocraticPOTrainer(EntropyMaskMixin, GRPOTrainer):
         table = self.accelerator.gather(local).tolist()
         return [[d for d in row if d >= 0] for row in table]
 
-    def _rewards_and_metrics(
-        self, rollouts: list[_Rollout], mode: str, generated_tokens: float, teacher_seconds: float
-    ) -> list[float]:
-        """Decayed rewards over the global batch (Eq. 17-19), the attempt metrics, and R(tau) of the local rollouts
-        (Eq. 14)."""
-        settings = self.socratic
-        outcomes = self._gathered_outcomes(rollouts)
-        self._rewards = decayed_rewards(outcomes, decay=settings.reward_decay)
-        offset = self.accelerator.process_index * len(rollouts)
-        self._local = slice(offset, offset + len(rollouts))
-        metrics = attempt_metrics(outcomes, self._rewards, settings.max_attempts)
-        metrics["generated_tokens"] = generated_tokens
-        metrics["teacher_seconds"] = teacher_seconds
-        for name, value in metrics.items():
-            self._metrics[mode][f"socraticpo/{name}"].append(value)
-        return [sum(r) for r in self._rewards[self._local]]
-
     def _token_advantages(self, output: dict[str, Any]) -> torch.Tensor:
-        """Each student token's advantage (``rewards.py``): the KL-folded return of its attempt, normalised over the
-        global batch (or within its prompt's group); teacher tokens and padding get 0."""
+        """Each student token's advantage: the KL-folded return of its attempt (REINFORCE++, ``reinforce_pp``),
+        normalised over the global batch (or within its prompt's group); teacher tokens and padding get 0."""
         settings = self.socratic
-        kl = self._per_token_kl(output) if self.ref_policy is not None else None
-        local_kl = [
-            [kl[i, start:end].tolist() if kl is not None else [0.0] * (end - start) for start, end in r.segments]
-            for i, r in enumerate(self._rollouts)
-        ]
-        every_kl = gather_object(local_kl) if self.accelerator.num_processes > 1 else local_kl
-        returns = kl_folded_returns(self._rewards, every_kl, settings.reward_kl_coef)
         groups = None
         if settings.backend == "grpo":
-            groups = [i // self.num_generations for i in range(len(returns))]
-        values = normalized_returns(returns, groups, settings.normalize_over, settings.advantage_eps)
-        completion_ids = output["completion_ids"]
-        advantages = torch.zeros(completion_ids.shape, device=completion_ids.device)
-        for i, (rollout, attempts) in enumerate(zip(self._rollouts, values[self._local], strict=True)):
-            for (start, end), tokens in zip(rollout.segments, attempts, strict=True):
-                advantages[i, start:end] = torch.tensor(tokens, device=completion_ids.device)
-        if kl is not None:  # the mean over every student token of the global batch (gathered above), not this process's
-            mode = "train" if self.model.training else "eval"
-            token_kls = [value for rollout in every_kl for attempt in rollout for value in attempt]
-            self._metrics[mode]["socraticpo/reward_kl"].append(sum(token_kls) / max(len(token_kls), 1))
-        return advantages
-
-    def _per_token_kl(self, output: dict[str, Any]) -> torch.Tensor:
-        """Per-token k1 KL, log pi_old - log pi_ref, of the sampled tokens (REINFORCE++'s estimator, with the policy
-        that generated them), zero outside the student's tokens."""
-        input_ids, attention = sequence_inputs(output)
-        keep = output["completion_ids"].size(1)
-        logps = rollout_logps(self, output)
-        with torch.no_grad():
-            ref_logps, _, _ = self._get_per_token_logps_and_entropies(self.ref_policy, input_ids, attention, keep)
-        return (logps - ref_logps) * loss_mask(output)
+            groups = [i // self.num_generations for i in range(len(self._rewards))]
+        return self._folded_advantages(
+            output,
+            [r.segments for r in self._rollouts],
+            self._rewards,
+            kl_coef=settings.reward_kl_coef,
+            weighting=settings.normalize_over,
+            eps=settings.advantage_eps,
+            groups=groups,
+            kl_metric="socraticpo/reward_kl",
+        )
 
 
 def _attempt(text: str, verdict: Any) -> Any:

@@ -155,6 +155,13 @@ class GoldilocksSampler(PromptSampler):
             self._restored = None
         return self.selector
 
+    def refill(self, trainer: Any, dataset: Any, prompts: int) -> list[int]:
+        """Goldilocks' next selection: a dynamic-sampling round's prompts are chosen as any batch's are."""
+        chosen = self.selector.next_batch() if self.selector is not None else []
+        if len(chosen) != prompts:
+            raise RuntimeError(f"sampler=goldilocks chose {len(chosen)} prompts for a refill of {prompts}")
+        return chosen
+
     def observe_groups(self, groups: dict[int, list[float]]) -> None:
         if self.selector is not None:
             self.selector.observe(groups)
