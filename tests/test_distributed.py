@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 # 2 optimizer steps, a held-out evaluation before, after each step (eval.every_steps=1) and after training, a
 # checkpoint at step 2 (debug=fast's save_steps)
 SHORT = ["debug=fast", "logger=none", "algorithm.max_steps=2", "eval.every_steps=1", "eval.max_samples=16"]
+DYNAMIC = "algorithm.dynamic_sampling={max_rounds:3,batches_per_round:2}"
 PROBE_AND_DISTIL = ["algorithm.probe_every=1", "algorithm.distill_every=2"]  # a probe every step, a distillation at 2
 RUNS = {
     "grpo": ["algorithm=grpo"],
@@ -37,6 +38,9 @@ RUNS = {
     # distiller=kl: test_socratic_rl_processes_hold_one_knowledge_base
     "socratic_rl+dpo": ["algorithm=socratic_rl", "distiller=dpo", *PROBE_AND_DISTIL],
     "socratic_rl+sft": ["algorithm=socratic_rl", "distiller=sft", *PROBE_AND_DISTIL],
+    # dynamic sampling: rounds decided together, refills dealt by process, the kept batch replayed on each
+    "grpo+goldilocks+dynamic_sampling": ["algorithm=grpo", "sampler=goldilocks", DYNAMIC],
+    "socraticpo+dynamic_sampling": ["algorithm=socraticpo", "teacher=rule", DYNAMIC],
 }  # fmt: skip
 
 
@@ -56,6 +60,9 @@ def test_every_algorithm_runs_on_two_processes_and_writes_its_run_folder_once(na
     assert [r["step"] for r in read_metrics(run_dir) if "loss" in r] == [1, 2]
     assert (proc.stdout + proc.stderr).count("held-out results in") == 1
     assert (run_dir / "checkpoints" / "checkpoint-2" / "trainer_state.json").is_file()
+    if name.endswith("dynamic_sampling"):
+        rounds = [r["dynamic_sampling/rounds"] for r in read_metrics(run_dir) if "dynamic_sampling/rounds" in r]
+        assert len(rounds) == 2 and all(1 <= r <= 3 for r in rounds)
     if name.startswith("socratic_rl"):
         events = read_jsonl(run_dir / "viewpoints.jsonl")
         created = [event["id"] for event in events if event["event"] == "created"]
