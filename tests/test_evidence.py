@@ -23,7 +23,7 @@ ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
 # --- the arms and the sweep ------------------------------------------------------------------------------------
 def test_the_claims_name_the_arms_that_exist():
     named = {arm for claim in claims() for arm in (claim.a, claim.b)}
-    assert named == set(ARMS) and len(ARMS) == 15
+    assert named == set(ARMS) and len(ARMS) == 16
     sweep = (ROOT / "sweeps" / "evidence.yaml").read_text()
     assert all(arm in sweep for arm in ARMS)
 

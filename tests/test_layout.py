@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "socratic_exp"
-METHODS = ("grpo", "entropy_masked", "socraticpo", "socratic_rl", "sdpo", "vpd")
+METHODS = ("grpo", "entropy_masked", "socraticpo", "socratic_rl", "sdpo", "vpd", "reinforce_pp")
 
 
 def module_name(path: Path) -> str:
@@ -171,7 +171,16 @@ def test_the_methods_own_modules_are_found_in_their_folders(kind):
 
     found = {module.__name__.split(".")[-2] for module in method_modules(kind)}
     expected = {
-        "telemetry": {"socraticpo", "entropy_masked", "sdpo", "vpd", "socratic_rl", "goldilocks"},
+        "telemetry": {
+            "grpo",
+            "socraticpo",
+            "entropy_masked",
+            "sdpo",
+            "vpd",
+            "socratic_rl",
+            "goldilocks",
+            "reinforce_pp",
+        },
         "evidence": {"socraticpo", "entropy_masked", "sdpo", "vpd", "socratic_rl", "goldilocks"},
     }[kind]
     assert found == expected

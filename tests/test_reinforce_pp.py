@@ -35,7 +35,7 @@ def test_one_segment_per_response_returns_by_hand():
 
 
 def test_beta_in_the_loss_is_refused():
-    with pytest.raises(ConfigError, match="algorithm.beta=0.1: is TRL's KL in the loss"):
+    with pytest.raises(ConfigError, match=r"algorithm\.beta=0\.1: is TRL's KL in the loss"):
         build_components(compose("algorithm=reinforce_pp", "algorithm.beta=0.1"), {"algorithm": "reinforce_pp"})
 
 

@@ -49,7 +49,10 @@ from launch_helpers import torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 WORKER = "same_update_policy.py"
-CASES = ("socraticpo_reinforce_pp", "socraticpo_grpo", "entropy_top", "entropy_bottom", "entropy_overlay", "grpo")
+CASES = (
+    "socraticpo_reinforce_pp", "socraticpo_grpo", "entropy_top", "entropy_bottom", "entropy_overlay", "grpo",
+    "reinforce_pp",
+)  # fmt: skip
 # Logged values that are not statistics of the batch: timings, and what this process generated (its own cost). TRL's
 # ``entropy`` is a mean of per-loss-call means: with the generation batch split into loss calls (entropy_overlay) it
 # depends on which rows TRL's per-process shuffle put in which call.

@@ -78,6 +78,8 @@ CASES: dict[str, tuple[str, ...]] = {
         "algorithm.steps_per_generation=2",
     ),
     "grpo": ("algorithm=grpo",),
+    # REINFORCE++ on its own: the group baseline, the folded KL (beta 0.1) and whitening over the global batch's tokens
+    "reinforce_pp": ("algorithm=reinforce_pp", "algorithm.kl_coef=0.1", "algorithm.baseline=group"),
 }
 
 

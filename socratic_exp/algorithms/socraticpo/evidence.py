@@ -33,6 +33,8 @@ CLAIMS = (
           "socraticpo", "socraticpo_without_tg"),
     Claim("socraticpo>without_rd", "SocraticPO, Table 2", "reward decay beats full reward for late corrections",
           "socraticpo", "socraticpo_without_rd"),
+    Claim("socraticpo>reinforce_pp", "ours (no paper)", "the guided rollouts beat their REINFORCE++ backend alone",
+          "socraticpo", "reinforce_pp"),
     Claim("composition>socraticpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat SocraticPO",
           "composition", "socraticpo"),
     Claim("composition>grpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat GRPO", "composition",
