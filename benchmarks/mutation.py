@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # name -> (module to mutate, the tests that pin it)
 TARGETS: dict[str, tuple[str, list[str]]] = {
     "socraticpo_rewards": ("socratic_exp/algorithms/socraticpo/rewards.py", ["tests/test_socraticpo.py"]),
+    "reinforce_pp_returns": (
+        "socratic_exp/algorithms/reinforce_pp/returns.py",
+        ["tests/test_reinforce_pp.py", "tests/test_socraticpo.py"],
+    ),
+    "dynamic_sampling": ("socratic_exp/algorithms/grpo/dynamic_sampling.py", ["tests/test_dynamic_sampling.py"]),
     "entropy_mask": ("socratic_exp/algorithms/entropy_masked/mask.py", ["tests/test_entropy_masked.py"]),
     "vpd_estep": ("socratic_exp/algorithms/vpd/estep.py", ["tests/test_vpd.py"]),
     "socratic_rl_utility": ("socratic_exp/algorithms/socratic_rl/utility.py", ["tests/test_socratic_rl.py"]),

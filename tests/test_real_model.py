@@ -275,6 +275,31 @@ def test_self_distillation_runs_a_step_through_the_entry_point(smol, cache_dir, 
     assert any("loss" in record and record["step"] == 1 for record in records)
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("algorithm=reinforce_pp",),
+        # the 80/20 recipe's DAPO pieces: dynamic sampling (2 rounds at most) and overlong shaping
+        ("algorithm=entropy_masked", "algorithm.dynamic_sampling={max_rounds:2}", "task.overlong_buffer=8"),
+    ],
+    ids=["reinforce_pp", "entropy_masked+dynamic_sampling+overlong"],
+)
+def test_reinforce_pp_and_dapos_pieces_run_a_step_through_the_entry_point(
+    smol, cache_dir, data_dir, run_in_process, extra
+):
+    proc, outputs = run_in_process(*extra, *overrides(cache_dir, data_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    summary = read_summary(run_dir)
+    assert (summary["status"], summary["steps"]) == ("completed", 1)
+    (step,) = [record for record in read_metrics(run_dir) if "loss" in record]
+    if "algorithm=reinforce_pp" in extra:
+        assert abs(step["reinforce_pp/reward_kl"]) < 1e-6  # the first batch: the policy is its initial copy
+    else:
+        assert 1 <= step["dynamic_sampling/rounds"] <= 2
+        assert "rewards/soft_overlong_punishment_reward/mean" in step
+
+
 def test_the_kl_distiller_changes_the_weights(smol, cache_dir, data_dir):
     import torch
 

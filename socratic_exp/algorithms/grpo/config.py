@@ -1,7 +1,8 @@
 """``algorithm=grpo``: TRL's GRPOTrainer, configured from the algorithm config.
 
 Everything GRPO does (generation, group-relative advantages, clipping, KL, vLLM) is TRL's. This module maps the
-config onto ``trl.GRPOConfig``, adds the task's verifier as the reward function and plugs in the sampler.
+config onto ``trl.GRPOConfig``, adds the task's verifier (and its shaping) as the reward functions and plugs in the
+sampler and, when asked for, dynamic sampling (``dynamic_sampling.py``).
 Differences from TRL's defaults (TRL 1.16), chosen for the CPU testbed and stated in each field's help and
 ``conf/algorithm/grpo.yaml``: ``max_steps`` 400 (TRL: -1, epochs), ``learning_rate`` 1e-4 (TRL: 1e-6),
 ``lr_scheduler_type`` constant (TRL: linear), ``batch_size`` 64 (TRL: 8), ``max_completion_length`` 48 (TRL: 512),
