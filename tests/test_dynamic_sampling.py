@@ -82,6 +82,7 @@ def test_uniform_refills_draw_their_own_stream_and_resume_from_its_position():
         (("task.overlong_buffer=48",), "task.overlong_buffer=48: must be below algorithm.max_completion_length=48"),
         (("task.overlong_buffer=-1",), "task.overlong_buffer=-1: must be >= 0"),
         (("algorithm=socraticpo", "task.overlong_buffer=8"), "algorithm=socraticpo rewards each attempt itself"),
+        (("+algorithm.trl_args.reward_weights=[2.0,1.0]",), "gives 2 weights for 1 reward functions (the verifier)"),
     ],
 )
 def test_bad_settings_are_named(overrides, message):
@@ -98,6 +99,8 @@ def test_the_paper_overlay_composes_dapos_recipe():
     assert (shaping.max_rounds, shaping.batches_per_round) == (10, 3)  # max_num_gen_batches=10, gen = 3 x train
     assert components.task.overlong_buffer == 4096  # overlong_buffer.len=4096 of max_response_length=20480
     assert components.algorithm.max_completion_length == 20480
+    # verl's DAPO scorer is +1 / -1: the verifier's 0 / 1 weighs 2 against the penalty; clip_ratio_c=10 is TRL's delta
+    assert components.algorithm.trl_args == {"delta": 10.0, "reward_weights": [2.0, 1.0]}
 
 
 # --- overlong shaping: TRL's function at its boundaries ------------------------------------------------------------
@@ -218,3 +221,38 @@ def test_socraticpo_under_dynamic_sampling_decays_over_the_kept_batch():
     groups = [returns[start : start + 4] for start in range(0, 16, 4)]
     filled = trainer._metrics["train"]["dynamic_sampling/filled_groups"][-1]
     assert sum(not has_signal(group) for group in groups) == filled
+
+
+@pytest.mark.slow
+def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
+    """The refill stream's position is in every checkpoint: resumed at step 2, steps 3 and 4 take the rounds of the
+    run that went through."""
+    import json
+    import shutil
+
+    import torch
+    from conftest import run_dirs
+
+    from socratic_exp.run_folder import read_metrics, read_summary
+    from socratic_exp.samplers.base import STATE_FILE
+
+    overrides = ("algorithm=grpo", "algorithm.dynamic_sampling={max_rounds:4}", "debug=fast", "logger=none")
+    proc, outputs = run_app(*overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = run_dirs(outputs)
+    rounds = {r["step"]: r["dynamic_sampling/rounds"] for r in read_metrics(run_dir) if "dynamic_sampling/rounds" in r}
+    assert sorted(rounds) == [1, 2, 3, 4] and max(rounds.values()) > 1  # refills happened
+    saved = torch.load(run_dir / "checkpoints" / "checkpoint-2" / STATE_FILE, weights_only=True)
+    assert saved["refills"] == rounds[1] + rounds[2] - 2  # every round after a step's first was a refill
+    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
+    shutil.rmtree(run_dir / "checkpoints" / "final")
+    summary = read_summary(run_dir)
+    summary["status"] = "running"
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+    proc, _ = run_app(*overrides, "resume=auto")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_summary(run_dir)["status"] == "completed"
+    resumed = [r for r in read_metrics(run_dir) if "dynamic_sampling/rounds" in r]
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]  # steps 3 and 4 logged once, by the resumed run
+    assert {r["step"]: r["dynamic_sampling/rounds"] for r in resumed} == rounds

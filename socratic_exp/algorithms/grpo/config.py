@@ -113,6 +113,15 @@ class GRPO(Algorithm):
                 "start before the first token",
                 f"set task.overlong_buffer below {self.max_completion_length} (DAPO: 4096 of 20480)",
             )
+        weights, functions = self.trl_args.get("reward_weights"), 1 + bool(buffer)  # the verifier, its shaping
+        if weights is not None and len(weights) != functions:
+            raise ConfigError(
+                "algorithm.trl_args.reward_weights",
+                weights,
+                f"gives {len(weights)} weights for {functions} reward functions (the verifier"
+                + (", then the overlong penalty)" if buffer else ")"),
+                f"give {functions} weights, or leave it unset",
+            )
 
     def trl_kwargs(self, ctx: RunContext) -> dict[str, Any]:
         """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
