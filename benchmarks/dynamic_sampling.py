@@ -53,7 +53,7 @@ def measure(arm: list[str], seed: int, overrides: list[str], outputs: Path) -> d
         "seconds_per_step": summary["final"]["eval/train_seconds"] / steps,
         "rounds_per_step": mean_of(train, "dynamic_sampling/rounds") or 1.0,
         "rollouts_per_step": rollouts / steps,
-        "zero_variance_share_generated": mean_of(train, "sampler/zero_variance_share"),
+        "zero_variance_share_generated": mean_of(records, "sampler/zero_variance_share"),  # sampler records
         "zero_variance_share_trained": mean_of(train, "frac_reward_zero_std"),
         "final_greedy_acc": summary["final"]["eval/greedy_acc"],
         "initial_greedy_acc": summary["initial"]["eval/greedy_acc"],
