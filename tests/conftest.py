@@ -142,6 +142,18 @@ def completed_run(tmp_path_factory, cache_dir) -> Path:
     return run_dir
 
 
+def interrupt_after_step_2(run_dir: Path) -> None:
+    """A run of ``debug=fast`` (checkpoints at steps 2 and 4) as if interrupted after its step-2 checkpoint: the
+    later checkpoint and the final model gone, its summary back to running (``resume=auto`` then finds it)."""
+    import json
+
+    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
+    shutil.rmtree(run_dir / "checkpoints" / "final")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["status"] = "running"
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
 def copy_run(run_dir: Path, outputs: Path) -> Path:
     """A copy of a run folder under another outputs root, at the same ``<date>/<time>`` (where ``resume=auto``
     finds it)."""

@@ -227,16 +227,13 @@ def test_socraticpo_under_dynamic_sampling_decays_over_the_kept_batch():
 def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
     """The refill stream's position is in every checkpoint: resumed at step 2, steps 3 and 4 take the rounds of the
     run that went through."""
-    import json
-    import shutil
-
     import torch
-    from conftest import run_dirs
+    from conftest import interrupt_after_step_2, run_dirs
 
     from socratic_exp.run_folder import read_metrics, read_summary
     from socratic_exp.samplers.base import STATE_FILE
 
-    overrides = ("algorithm=grpo", "algorithm.dynamic_sampling={max_rounds:4}", "debug=fast", "logger=none")
+    overrides = ("algorithm=grpo", "algorithm.dynamic_sampling={max_rounds:4}", "debug=quick_warmstart", "logger=none")
     proc, outputs = run_app(*overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = run_dirs(outputs)
@@ -244,11 +241,7 @@ def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
     assert sorted(rounds) == [1, 2, 3, 4] and max(rounds.values()) > 1  # refills happened
     saved = torch.load(run_dir / "checkpoints" / "checkpoint-2" / STATE_FILE, weights_only=True)
     assert saved["refills"] == rounds[1] + rounds[2] - 2  # every round after a step's first was a refill
-    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
-    shutil.rmtree(run_dir / "checkpoints" / "final")
-    summary = read_summary(run_dir)
-    summary["status"] = "running"
-    (run_dir / "summary.json").write_text(json.dumps(summary))
+    interrupt_after_step_2(run_dir)
 
     proc, _ = run_app(*overrides, "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -4,13 +4,11 @@ and a run with every algorithm."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import shutil
 
 import pytest
-from conftest import compose, run_dirs
+from conftest import compose, interrupt_after_step_2, run_dirs
 from omegaconf import OmegaConf
 
 from socratic_exp.assembly import build_components
@@ -612,11 +610,7 @@ def test_goldilocks_resumes_with_its_state(run_app):
     [run_dir] = run_dirs(outputs)
     saved = torch.load(run_dir / "checkpoints" / "checkpoint-2" / STATE_FILE, weights_only=True)
     assert saved["rollouts"] == 32 and saved["goldilocks"]["fits"] == 2
-    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
-    shutil.rmtree(run_dir / "checkpoints" / "final")
-    summary = read_summary(run_dir)
-    summary["status"] = "running"
-    (run_dir / "summary.json").write_text(json.dumps(summary))
+    interrupt_after_step_2(run_dir)
 
     proc, _ = run_app(*QUICK, "algorithm=grpo", "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]

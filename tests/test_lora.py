@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, compose, run_dirs
+from conftest import ROOT, compose, interrupt_after_step_2, run_dirs
 
 from socratic_exp.assembly import build_components
 from socratic_exp.errors import ConfigError
@@ -428,11 +427,7 @@ def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
     assert json.loads((checkpoints / "final" / "adapter_config.json").read_text())["r"] == 4
     saved = load_file(checkpoints / "checkpoint-2" / "adapter_model.safetensors")
     assert len(saved) == 2 * 7 * 4 and all("lora_" in key for key in saved)  # A and B of 7 projections x 4 layers
-    shutil.rmtree(checkpoints / "checkpoint-4")
-    shutil.rmtree(checkpoints / "final")
-    summary = read_summary(run_dir)
-    summary["status"] = "running"
-    (run_dir / "summary.json").write_text(json.dumps(summary))
+    interrupt_after_step_2(run_dir)
     proc, _ = run_app(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false", "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = read_summary(run_dir)

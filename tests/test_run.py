@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import COMPLETED_RUN, app_environment, copy_run, run_dirs
+from conftest import COMPLETED_RUN, app_environment, copy_run, interrupt_after_step_2, run_dirs
 
 from socratic_exp.run_folder import read_metrics, read_summary
 
@@ -67,11 +65,7 @@ def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(complete
     run_dir = copy_run(completed_run, tmp_path / "outputs")
     first_id = read_summary(run_dir)["wandb_run_id"]
     # Simulate an interruption after the step-2 checkpoint.
-    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
-    shutil.rmtree(run_dir / "checkpoints" / "final")
-    summary = read_summary(run_dir)
-    summary["status"] = "running"
-    (run_dir / "summary.json").write_text(json.dumps(summary))
+    interrupt_after_step_2(run_dir)
 
     proc, outputs = run_app(*COMPLETED_RUN, "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import app_environment, run_dirs
+from conftest import app_environment, interrupt_after_step_2, run_dirs
 from openai_stub import StubServer
 
 from socratic_exp.run_folder import read_metrics, read_summary
@@ -187,11 +186,7 @@ def canary_run(tmp_path_factory, cache_dir):
         first_offline = sorted((run_dir / "wandb").glob("offline-run-*"))
         position = json.loads((run_dir / "checkpoints" / "checkpoint-2" / "tracker_position.json").read_text())
         # an interruption after the step-2 checkpoint: the run goes on from there
-        shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
-        shutil.rmtree(run_dir / "checkpoints" / "final")
-        summary = read_summary(run_dir)
-        summary["status"] = "running"
-        (run_dir / "summary.json").write_text(json.dumps(summary))
+        interrupt_after_step_2(run_dir)
         second = run("resume=auto")
         assert second.returncode == 0, second.stderr[-3000:]
         assert server.requests > 0

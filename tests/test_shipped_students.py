@@ -54,6 +54,14 @@ def test_a_config_loads_the_shipped_student_built_from_it_and_no_other(settings,
     assert (found.name if found else None) == expected
 
 
+@pytest.mark.parametrize(("task", "expected"), [({"overlong_buffer": 8}, "default"), ({"max_value": 40}, None)])
+def test_reward_shaping_keeps_the_shipped_student_and_the_corpus_settings_do_not(task, expected):
+    """task.overlong_buffer shapes RL rewards only (it once made every run build its own student); the corpus's
+    settings name another student."""
+    found = find_shipped(TinyModel(), ArithmeticTask(**task))
+    assert (found.name if found else None) == expected
+
+
 def test_a_shipped_student_needs_no_other_corpus():
     # the task's warm-start corpus is part of the build: another corpus is another student
     assert find_shipped(TinyModel(), ArithmeticTask(max_ops=5)) is None

@@ -158,7 +158,7 @@ class ArithmeticTask(Task):
 
     def warmstart_fingerprint(self) -> dict:
         # the instruction is prompt rendering, not warm-start data: the cached student stays valid when it changes
-        return {k: v for k, v in self.options().items() if k not in ("train_size", "system_prompt")}
+        return {k: v for k, v in super().warmstart_fingerprint().items() if k not in ("train_size", "system_prompt")}
 
     # --- splits -----------------------------------------------------------------------------------------------
     def build(self) -> DatasetDict:

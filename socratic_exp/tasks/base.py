@@ -27,6 +27,7 @@ VERIFIER_FEEDBACK = {
     "truncated": "Your answer was cut off before the final answer: be more concise.",
     "wrong": "Your final answer is incorrect: re-check each step of your reasoning.",
 }
+RL_ONLY_SETTINGS = ("overlong_buffer",)  # task settings that leave the warm-start corpus as it is
 SHOWN_ANSWER_CHARS = 100  # an extracted answer longer than this is cut in the feedback sentence
 # A demonstration before the question of a plain (completion-style) prompt: SDPO's sibling solution, plain layout.
 PLAIN_SOLUTION_NOTE = "Note: a correct solution is\n{successful_previous_attempt}\n"
@@ -148,8 +149,9 @@ class Task(Component):
         return [[(row["prompt"], False), (row.get("reference") or row["answer"], True)] for row in rows]
 
     def warmstart_fingerprint(self) -> dict[str, Any]:
-        """The settings that change ``warmstart_examples`` (the tiny model's cache key)."""
-        return self.options()
+        """The settings that change ``warmstart_examples`` (the tiny model's cache key and the shipped students'
+        match). Reward shaping acts in RL only, so a student warm-started once stays valid whatever it is."""
+        return {k: v for k, v in self.options().items() if k not in RL_ONLY_SETTINGS}
 
     def reward_function(
         self,
