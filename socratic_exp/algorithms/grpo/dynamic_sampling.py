@@ -52,8 +52,7 @@ class DynamicSampling(Component):
 
 def has_signal(rewards: Sequence[float]) -> bool:
     """Whether a group's rewards differ (NaN, an unscorable completion, counts as no reward)."""
-    scored = [r for r in rewards if not math.isnan(r)]
-    return len(scored) > 1 and max(scored) != min(scored)
+    return len({r for r in rewards if not math.isnan(r)}) > 1
 
 
 class BatchFiller(Generic[T]):
