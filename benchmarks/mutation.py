@@ -31,6 +31,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     ),
     "dynamic_sampling": ("socratic_exp/algorithms/grpo/dynamic_sampling.py", ["tests/test_dynamic_sampling.py"]),
     "entropy_mask": ("socratic_exp/algorithms/entropy_masked/mask.py", ["tests/test_entropy_masked.py"]),
+    "sdpo_losses": ("socratic_exp/algorithms/sdpo/losses.py", ["tests/test_sdpo_losses.py", "tests/test_vpd.py"]),
     "vpd_estep": ("socratic_exp/algorithms/vpd/estep.py", ["tests/test_vpd.py"]),
     "socratic_rl_utility": ("socratic_exp/algorithms/socratic_rl/utility.py", ["tests/test_socratic_rl.py"]),
     "teacher_meta_pairs": ("socratic_exp/teachers/meta_learning.py", ["tests/test_socratic_rl.py"]),

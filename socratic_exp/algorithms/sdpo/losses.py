@@ -38,6 +38,24 @@ def per_token_divergence(
     )
 
 
+def distilled_tokens(tokens: Any, usable: Any) -> Any:
+    """The tokens distilled (B, T): the loss's tokens (``tokens``, B x T) of the rollouts with a usable teacher
+    context (``usable``, B: SDPO distils only where the teacher was shown feedback)."""
+    return tokens * usable.unsqueeze(1)
+
+
+def aggregated(per_token: Any, mask: Any, aggregation: str, count: float | None = None) -> Any:
+    """The distillation loss from its per-token values (B, T) on the distilled tokens ``mask`` (B, T).
+
+    ``token_mean``: the sum over the distilled tokens divided by their count (``count``: the whole batch's, summed
+    over processes; by default this batch's), official SDPO's ``token-mean``; ``sequence_mean``: each rollout's mean
+    over its distilled tokens, averaged over the rollouts (one without any counts 0), TRL's. Empty: 0."""
+    if aggregation == "token_mean":
+        total = float(mask.sum()) if count is None else float(count)
+        return (per_token * mask).sum() / max(total, 1.0)
+    return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+
+
 def reshaped_advantages(advantages: Any, delta: Any, tokens: Any, coef: float) -> Any:
     """Advantage reshaping (VPD paper, B.2): A_t = A + coef * delta_t, delta_t = sg(log q - log pi) (zero where the
     rollout has no usable feedback). ``advantages`` (B,), ``delta`` and ``tokens`` (B, T)."""

@@ -57,6 +57,8 @@ from trl.trainer.utils import pad, selective_log_softmax
 
 from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
 from socratic_exp.algorithms.sdpo.losses import (
+    aggregated,
+    distilled_tokens,
     margin_of_means,
     per_token_divergence,
     reshaped_advantages,
@@ -260,7 +262,7 @@ class SDPOTrainer(GRPOTrainer):
         student, teacher, entropy = self._student_and_teacher_logps(output)
         tokens = self._token_mask(output)
         self._record_teacher_stats(mode, teacher, student, entropy, tokens, output)
-        delta = (teacher - student) * tokens * output["distill_mask"].unsqueeze(1)
+        delta = (teacher - student) * distilled_tokens(tokens, output["distill_mask"])
         if self.sdpo.hybrid == "advantage_reshaping":
             return reshaped_advantages(output["advantages"], delta, tokens, self.sdpo.reshape_coef)
         return reweighted_advantages(output["advantages"], delta, tokens, self.sdpo.reweight_clip)
@@ -314,17 +316,17 @@ class SDPOTrainer(GRPOTrainer):
         if settings.is_clip is not None and old is not None:
             per_token = apply_importance_sampling_clipping(per_token, student_logps, old, settings.is_clip)
         tokens = self._token_mask(inputs)
-        mask = tokens * inputs["distill_mask"].unsqueeze(1)
+        mask = distilled_tokens(tokens, inputs["distill_mask"])
         processes = self.accelerator.num_processes
         if settings.loss_aggregation == "token_mean":
             # the mean over the distilled tokens of the whole batch: this process's sum over the count on every
             # process, times the processes, which the gradient's mean over processes (DDP) divides out again
             (count,) = summed(self.accelerator, mask.sum())
-            loss = (per_token * mask).sum() * processes / max(count, 1.0)
+            loss = aggregated(per_token, mask, "token_mean", count) * processes
         else:
             # the mean over rollouts (TRL's): every process holds as many rollouts, so the mean over processes is
             # the batch's mean
-            loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+            loss = aggregated(per_token, mask, "sequence_mean")
         mode = "train" if self.model.training else "eval"
         with torch.no_grad():
             teacher_logps = selective_log_softmax(teacher_logits, completion_ids)
@@ -342,7 +344,7 @@ class SDPOTrainer(GRPOTrainer):
     ) -> None:
         """Teacher-student KL and teacher entropy on the distilled tokens; the reward margin on all rollouts. Each is
         over the whole batch: sums and counts are added up across processes before they are divided."""
-        distilled = tokens * inputs["distill_mask"].unsqueeze(1)
+        distilled = distilled_tokens(tokens, inputs["distill_mask"])
         log_ratio = ((teacher - student) * tokens).sum(1) / tokens.sum(1).clamp(min=1.0)
         correct = inputs["correct"].bool()
         count, kl, entropy_sum, right_sum, right, wrong_sum, wrong = summed(
