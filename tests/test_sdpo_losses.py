@@ -82,9 +82,28 @@ def test_the_sequence_mean_averages_each_rollouts_mean():
     empty_row = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     assert float(aggregated(PER_TOKEN, empty_row, "sequence_mean")) == pytest.approx(1.5 / 2)
     assert float(aggregated(PER_TOKEN, torch.zeros(2, 3), "token_mean")) == 0.0
+    one_token = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    assert float(aggregated(PER_TOKEN, one_token, "token_mean")) == 2.0  # one distilled token: its own value
 
 
 def test_the_margin_is_the_right_rollouts_mean_minus_the_wrong_ones():
     assert margin_of_means(3.0, 2.0, 1.0, 4.0) == pytest.approx(1.25)  # 1.5 - 0.25
     assert margin_of_means(-1.0, 1.0, 2.0, 1.0) == pytest.approx(-3.0)
     assert margin_of_means(3.0, 0.0, 1.0, 4.0) is None and margin_of_means(3.0, 2.0, 1.0, 0.0) is None
+
+
+def test_reweighting_clips_each_weight_and_keeps_each_rollouts_summed_advantage():
+    """Rollout 0 (A = 1): weights exp(+delta) = 5, 1 on its two tokens, 5 clipped to 3, then normalised to mean 1:
+    1.5, 0.5. Rollout 1 (A = -2): exp(-delta) = 0.5, 0.25, 1, 0.25 clipped to 1/3; their mean 11/18, so the weights
+    are 9/11, 6/11, 18/11 and the advantages -18/11, -12/11, -36/11 (summing to -6 = A x 3 tokens)."""
+    from socratic_exp.algorithms.sdpo.losses import reweighted_advantages
+
+    advantages = torch.tensor([1.0, -2.0])
+    delta = torch.tensor([[math.log(5.0), 0.0, 7.0], [math.log(2.0), math.log(4.0), 0.0]])
+    tokens = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    result = reweighted_advantages(advantages, delta, tokens, clip=3.0)
+    assert result[0].tolist() == pytest.approx([1.5, 0.5, 0.0], abs=1e-6)
+    assert result[1].tolist() == pytest.approx([-18 / 11, -12 / 11, -36 / 11], abs=1e-6)
+    # a rollout of one token keeps its advantage whatever its weight
+    single = reweighted_advantages(torch.tensor([0.5]), torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0]]), 3.0)
+    assert single[0].tolist() == pytest.approx([0.5, 0.0], abs=1e-6)
