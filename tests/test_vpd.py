@@ -30,6 +30,7 @@ from socratic_exp.algorithms.vpd.estep import (
     implicit_rewards,
     side_means,
 )
+from socratic_exp.models.base import frozen_copy
 from socratic_exp.run_folder import read_metrics, read_summary
 
 torch = pytest.importorskip("torch")
@@ -397,8 +398,19 @@ def test_the_teachers_context_receives_no_student_gradient(vpd_batch):
     student_pass, teacher_pass = embeddings
     assert student_pass.requires_grad and not teacher_pass.requires_grad
     assert teacher_pass.shape[1] > student_pass.shape[1] - output["completion_ids"].shape[1]  # it read the feedback
-    gradient = torch.autograd.grad(loss, list(trainer.model.parameters()), allow_unused=True)
+    parameters = list(trainer.model.parameters())
+    gradient = torch.autograd.grad(loss, parameters, allow_unused=True)
     assert any(g is not None and float(g.abs().sum()) > 0 for g in gradient)
+    # the same loss with the teacher's logits from a frozen copy (constants: no path to the student's weights)
+    shared, trainer.teacher_model = trainer.teacher_model, frozen_copy(trainer.accelerator.unwrap_model(trainer.model))
+    try:
+        constant = torch.autograd.grad(trainer._distillation_loss(trainer.model, inputs), parameters, allow_unused=True)
+    finally:
+        trainer.teacher_model = shared
+    for with_shared, with_constant in zip(gradient, constant, strict=True):
+        assert (with_shared is None) == (with_constant is None)
+        if with_shared is not None:
+            torch.testing.assert_close(with_shared, with_constant)
 
 
 @pytest.mark.slow
@@ -498,7 +510,6 @@ def test_the_dynamic_anchor_follows_the_student_and_the_fixed_one_does_not(vpd_b
 def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
     """TRL's fused LM head binds the plain forward to the student: a deep copy must still use its own weights."""
     from socratic_exp.algorithms.trl_batch import full_logits
-    from socratic_exp.models.base import frozen_copy
 
     trainer, output, _, _, _ = vpd_batch
     copy = frozen_copy(trainer.model)
