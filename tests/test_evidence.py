@@ -230,6 +230,10 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     assert len(table) == len(claims()) and table["socraticpo>grpo"]["verdict"] == "reproduced"
     assert float(table["socraticpo>grpo"]["diff_low"]) == pytest.approx(0.010370, abs=1e-6)
     assert float(table["socraticpo>grpo"]["diff_equal_time"]) == pytest.approx(-0.01)
+    measured = [r for r in table.values() if r["p"] not in ("", "nan")]
+    assert measured and all(float(r["p_holm"]) >= float(r["p"]) for r in measured)  # Holm only ever raises p
+    assert all(float(r["diff_holm_low"]) <= float(r["diff_low"]) for r in measured)  # and widens the interval
+    assert "Code: " in board.markdown and "verdict (Holm)" in board.markdown
     arms = {r["arm"]: r for r in csv.DictReader((out / "scoreboard_arms.csv").open())}
     assert arms["grpo"]["n"] == "5" and float(arms["grpo"]["train_seconds mean"]) == 300.0
     assert float(arms["grpo"]["job_seconds mean"]) == 350.0 and float(arms["socraticpo"]["steps"]) == 100
@@ -254,3 +258,27 @@ def test_report_cli_scoreboard(sweep, capsys):
     printed = capsys.readouterr().out
     assert "# Evidence scoreboard" in printed and "`socraticpo>grpo`" in printed
     assert (sweep / "scoreboard.md").is_file() and (sweep / "evidence_curves.png").is_file()
+
+
+def test_holm_ranks_the_claims_by_p_value_and_widens_each_interval_to_its_step():
+    """Three claims, 5 seeds each (t with 4 degrees of freedom). Raw: mean 0.05 (se 0.0031623, p 9.3493e-05),
+    mean 0.03 (se 0.0089443, p 0.028460: reproduced, its 95% lower bound 0.0052), mean 0 (p 1). Holm, m = 3: the
+    first at level 1 - 0.05 / 3 (t 3.960786), the second at 1 - 0.05 / 2 (t 3.495406: its lower bound -0.0013, so
+    inconclusive once the three are judged together), the last at 95% (t 2.776445); adjusted p-values 3 x 9.3493e-05,
+    max(that, 2 x 0.028460), 1."""
+    from socratic_exp.study.evidence import Claim, Row, holm_adjust, p_value
+
+    diffs = ([0.05, 0.06, 0.04, 0.05, 0.05], [0.05, 0.01, 0.05, 0.01, 0.03], [0.01, -0.02, 0.0, 0.01, 0.0])
+    rows = []
+    for name, values in zip("abc", diffs, strict=True):
+        interval = paired_interval(values)
+        rows.append(Row(Claim(name, "", "", "x", "y"), "run", rollouts=interval, p=p_value(interval)))
+    holm_adjust(rows)
+    assert [row.p for row in rows] == [pytest.approx(9.3493e-05, rel=1e-4), pytest.approx(0.028460, abs=1e-6), 1.0]
+    assert [row.p_holm for row in rows] == [pytest.approx(2.80478e-04, rel=1e-4), pytest.approx(0.056920, abs=1e-6),
+                                            1.0]  # fmt: skip
+    bounds = [bound for row in rows for bound in (row.holm.low, row.holm.high)]
+    hand = [0.037475, 0.062525, -0.001264, 0.061264, -0.015207, 0.015207]
+    assert bounds == [pytest.approx(value, abs=1e-6) for value in hand]
+    assert [row.verdict for row in rows] == ["reproduced", "reproduced", "not reproduced"]
+    assert [row.holm_verdict for row in rows] == ["reproduced", "inconclusive", "not reproduced"]

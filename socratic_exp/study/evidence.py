@@ -37,6 +37,7 @@ TIME = "eval/train_seconds"  # training wall time at each evaluation (callbacks.
 ARM_KEY = "evidence_arm"  # the override that names a run's arm
 BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at equal wall time
 MARGIN = 0.02  # the smallest effect the verdict cares about (2 points of accuracy)
+ALPHA = 0.05  # the family-wise error rate of the Holm-adjusted verdicts (the raw intervals are 95%)
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy); beyond 30, df 30's (a bit wider)
 # fmt: off
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -97,6 +98,41 @@ def verdict(interval: Interval, kind: str) -> str:
     if interval.high < ceiling:
         return "not reproduced"
     return "inconclusive"
+
+
+def standard_error(interval: Interval) -> float:
+    """The paired differences' standard error, from their 95% t-interval."""
+    return (interval.high - interval.low) / 2 / t_quantile(interval.n - 1)
+
+
+def p_value(interval: Interval) -> float:
+    """Two-sided p-value of a zero mean difference (Student's t, n - 1 degrees of freedom); nan below two pairs."""
+    if interval.n < 2:
+        return math.nan
+    from scipy.stats import t
+
+    se = standard_error(interval)
+    return 1.0 if se == 0 and interval.mean == 0 else float(2 * t.sf(abs(interval.mean) / se, interval.n - 1))
+
+
+def holm_adjust(rows: Sequence[Row]) -> None:
+    """Holm's step-down correction over the measured claims (at least two paired seeds), in place.
+
+    Ranked by raw p-value, the claim at step k (k = 1..m) is tested at ALPHA / (m - k + 1): its adjusted p-value is
+    max over steps j <= k of min(1, (m - j + 1) p_j), and its adjusted interval is the two-sided interval at level
+    1 - ALPHA / (m - k + 1) (our construction: intervals at each claim's Holm level, which the verdict rule then
+    reads as it reads the raw ones)."""
+    from scipy.stats import t
+
+    measured = sorted((r for r in rows if r.rollouts is not None and r.rollouts.n >= 2), key=lambda r: r.p)
+    running = 0.0
+    for step, row in enumerate(measured):
+        tests = len(measured) - step
+        running = max(running, min(1.0, tests * row.p))
+        interval = row.rollouts
+        half = float(t.ppf(1 - ALPHA / tests / 2, interval.n - 1)) * standard_error(interval)
+        row.p_holm = running
+        row.holm = Interval(interval.n, interval.mean, interval.mean - half, interval.mean + half)
 
 
 # --- reading the runs --------------------------------------------------------------------------------------------
@@ -166,10 +202,17 @@ class Row:
     time: Interval | None = None  # A - B at equal training time (B = grpo only)
     capped: int = 0  # seeds where GRPO's whole run trained less time than A (its last evaluation used)
     notes: str = ""
+    p: float = math.nan  # two-sided p-value of a zero difference at equal rollouts (t-test on the paired differences)
+    p_holm: float = math.nan  # Holm-adjusted across the scoreboard's measured claims
+    holm: Interval | None = None  # the interval at the level of the claim's Holm step (``holm_adjust``)
 
     @property
     def verdict(self) -> str:
         return verdict(self.rollouts, self.claim.kind) if self.rollouts is not None else self.status
+
+    @property
+    def holm_verdict(self) -> str:
+        return verdict(self.holm, self.claim.kind) if self.holm is not None else ""
 
     @property
     def time_verdict(self) -> str:
@@ -203,15 +246,17 @@ def score(claim: Claim, arms: Arms) -> Row:
         return Row(claim, "not run (no seed completed in both arms)")
     if capped:
         notes.append(f"{capped} seed(s): GRPO trained less time than {claim.a} in all (its final evaluation used)")
+    rollouts = paired_interval(pairs)
     return Row(
         claim,
         "run",
         statistics.fmean(a_values),
         statistics.fmean(b_values),
-        paired_interval(pairs),
+        rollouts,
         paired_interval(timed) if claim.b == BASELINE else None,
         capped,
         "; ".join(notes),
+        p=p_value(rollouts),
     )
 
 
@@ -251,7 +296,10 @@ def csv_row(row: Row) -> dict[str, Any]:
         record |= {name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan}
         if interval is not None:
             record |= {name: interval.mean, f"{name}_low": interval.low, f"{name}_high": interval.high}
-    record |= {"verdict": row.verdict, "verdict_equal_time": row.time_verdict, "notes": row.notes}
+    holm = row.holm or Interval(0, math.nan, math.nan, math.nan)
+    record |= {"p": row.p, "p_holm": row.p_holm, "diff_holm_low": holm.low, "diff_holm_high": holm.high}
+    record |= {"verdict": row.verdict, "verdict_holm": row.holm_verdict, "verdict_equal_time": row.time_verdict,
+               "notes": row.notes}  # fmt: skip
     return record
 
 
@@ -263,6 +311,12 @@ def _interval_text(interval: Interval | None) -> str:
     return f"{signed(interval.mean)} [{signed(interval.low)}, {signed(interval.high)}]"
 
 
+def _holm_text(row: Row) -> str:
+    if row.holm is None:
+        return "-"
+    return f"{_interval_text(row.holm)} ({row.p:.3f}, {row.p_holm:.3f})"
+
+
 def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
     """The claims as a table (for docs/evidence.md)."""
     rows = [[f"`{c.id}`", c.source, c.statement, f"`{c.a}` {'>' if c.kind == 'better' else '>='} `{c.b}`"]
@@ -270,13 +324,17 @@ def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
     return markdown_table(["claim", "source", "statement", "arms"], rows)
 
 
-def scoreboard_markdown(rows: Sequence[Row], arm_table: Sequence[dict[str, Any]], source: str) -> str:
+def scoreboard_markdown(
+    rows: Sequence[Row], arm_table: Sequence[dict[str, Any]], source: str, commits: Sequence[str] = ()
+) -> str:
     header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
-              "A - B, equal time [95% CI]", "verdict (time)", "notes"]  # fmt: skip
+              "Holm-adjusted [CI] (p, p Holm)", "verdict (Holm)", "A - B, equal time [95% CI]", "verdict (time)",
+              "notes"]  # fmt: skip
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {'>' if r.claim.kind == 'better' else '>='} {r.claim.b}",
          r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
-         f"**{r.verdict}**", _interval_text(r.time), r.time_verdict, r.notes.replace("|", "/")]
+         f"**{r.verdict}**", _holm_text(r), r.holm_verdict, _interval_text(r.time), r.time_verdict,
+         r.notes.replace("|", "/")]
         for r in rows
     ]  # fmt: skip
     arm_header = ["arm", "n", "failed", "steps", f"{METRIC} (mean +- std)", "training s (mean)", "job s (mean)"]
@@ -287,13 +345,16 @@ def scoreboard_markdown(rows: Sequence[Row], arm_table: Sequence[dict[str, Any]]
         for a in arm_table
     ]  # fmt: skip
     return (
-        f"# Evidence scoreboard\n\nRuns from: {source}\n\n"
+        f"# Evidence scoreboard\n\nRuns from: {source}\n\nCode: {', '.join(commits) or 'not recorded'} (the runs' "
+        "`git_commit`; each run's composed config is in its `summary.json`)\n\n"
         f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
         "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
         f"training time (`{TIME}`, evaluations excluded) is at most A's. Verdict (fixed in advance): a claim that A "
         f"beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is < {MARGIN} "
         f"(an effect of {MARGIN * 100:.0f} points is excluded), inconclusive otherwise; a claim that A does no worse "
-        f"(>=) is reproduced when the lower bound is > -{MARGIN}, not reproduced when the upper bound is < 0.\n\n"
+        f"(>=) is reproduced when the lower bound is > -{MARGIN}, not reproduced when the upper bound is < 0. Holm: "
+        f"the claims ranked by p-value, the k-th of m judged on its interval at level 1 - {ALPHA} / (m - k + 1), "
+        "so that the verdicts together keep a 5% family-wise error rate.\n\n"
         f"{markdown_table(header, table)}\n\n## Arms\n\nFinal accuracy at each arm's own last step ({BASELINE}: "
         f"its longer run); wall time: training (final `{TIME}`) and the whole job (`wall_time_s`: loading and "
         f"evaluations included).\n\n{markdown_table(arm_header, arms)}\n"
@@ -354,10 +415,12 @@ def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim]
     """Score every claim (or those ``scored``) on ``runs`` and write the scoreboard's files into ``out_dir``."""
     arms = Arms.of(runs)
     rows = [score(claim, arms) for claim in (claims() if scored is None else scored)]
+    holm_adjust(rows)
     arm_table = arm_rows(arms)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"
-    markdown = scoreboard_markdown(rows, arm_table, source)
+    commits = sorted({str(run.summary["git_commit"]) for run in runs if run.summary.get("git_commit")})
+    markdown = scoreboard_markdown(rows, arm_table, source, commits)
     write_csv(out_dir / "scoreboard.csv", [csv_row(row) for row in rows])
     files = [out_dir / "scoreboard.md", out_dir / "scoreboard.csv"]
     if arm_table:
