@@ -282,3 +282,18 @@ def test_holm_ranks_the_claims_by_p_value_and_widens_each_interval_to_its_step()
     assert bounds == [pytest.approx(value, abs=1e-6) for value in hand]
     assert [row.verdict for row in rows] == ["reproduced", "reproduced", "not reproduced"]
     assert [row.holm_verdict for row in rows] == ["reproduced", "inconclusive", "not reproduced"]
+
+
+def test_a_proposals_hypothesis_is_supported_or_not_and_a_papers_result_reproduced_or_not():
+    from socratic_exp.study.evidence import Claim, Row
+
+    interval = paired_interval([0.05, 0.06, 0.04, 0.05, 0.05])  # lower bound 0.041 > 0
+    hypothesis = Row(Claim("h", "", "", "x", "y", hypothesis=True), "run", rollouts=interval, time=interval)
+    result = Row(Claim("r", "", "", "x", "y"), "run", rollouts=interval)
+    assert (hypothesis.verdict, hypothesis.time_verdict, result.verdict) == ("supported", "supported", "reproduced")
+    null_interval = paired_interval([0.0, 0.002, -0.002, 0.001, -0.001])  # [-0.002, +0.002]: below the margin
+    null = Row(Claim("h", "", "", "x", "y", hypothesis=True), "run", rollouts=null_interval)
+    assert null.verdict == "not supported"
+    sources = {claim.id: claim for claim in claims()}
+    assert all(sources[f"socratic_rl_{d}>grpo"].hypothesis for d in ("kl", "dpo", "sft"))
+    assert sources["entropy_top>random"].source.startswith("ours")

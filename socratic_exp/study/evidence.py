@@ -55,6 +55,7 @@ class Claim:
     a: str  # the arm claimed better
     b: str  # the arm it is compared with
     kind: Literal["better", "not_worse"] = "better"
+    hypothesis: bool = False  # from a proposal without experiments: its verdicts read supported / not supported
 
 
 def claims() -> tuple[Claim, ...]:
@@ -208,15 +209,20 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        return verdict(self.rollouts, self.claim.kind) if self.rollouts is not None else self.status
+        return self._worded(verdict(self.rollouts, self.claim.kind)) if self.rollouts is not None else self.status
 
     @property
     def holm_verdict(self) -> str:
-        return verdict(self.holm, self.claim.kind) if self.holm is not None else ""
+        return self._worded(verdict(self.holm, self.claim.kind)) if self.holm is not None else ""
 
     @property
     def time_verdict(self) -> str:
-        return verdict(self.time, self.claim.kind) if self.time is not None and self.time.n else ""
+        return self._worded(verdict(self.time, self.claim.kind)) if self.time is not None and self.time.n else ""
+
+    def _worded(self, text: str) -> str:
+        """A hypothesis (a proposal's, never measured by its authors) is supported or not; a paper's result is
+        reproduced or not."""
+        return text.replace("reproduced", "supported") if self.claim.hypothesis else text
 
 
 def score(claim: Claim, arms: Arms) -> Row:

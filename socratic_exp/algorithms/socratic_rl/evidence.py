@@ -19,12 +19,12 @@ ORDER = 6
 NAME = "Socratic-RL"
 PROMISES = (Promise("socratic_rl/best_utility", 0.05, "a viewpoint in context lifts accuracy"),)
 CLAIMS = (
-    Claim("socratic_rl_kl>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by KL beat GRPO", "socratic_rl_kl",
-          "grpo"),
-    Claim("socratic_rl_dpo>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by DPO beat GRPO",
-          "socratic_rl_dpo", "grpo"),
-    Claim("socratic_rl_sft>grpo", "Socratic-RL, Sec. 3.4", "viewpoints distilled by SFT beat GRPO",
-          "socratic_rl_sft", "grpo"),
+    Claim("socratic_rl_kl>grpo", "Socratic-RL, Sec. 3.4 (hypothesis)", "viewpoints distilled by KL beat GRPO",
+          "socratic_rl_kl", "grpo", hypothesis=True),
+    Claim("socratic_rl_dpo>grpo", "Socratic-RL, Sec. 3.4 (hypothesis)", "viewpoints distilled by DPO beat GRPO",
+          "socratic_rl_dpo", "grpo", hypothesis=True),
+    Claim("socratic_rl_sft>grpo", "Socratic-RL, Sec. 3.4 (hypothesis)", "viewpoints distilled by SFT beat GRPO",
+          "socratic_rl_sft", "grpo", hypothesis=True),
 )  # fmt: skip
 
 
