@@ -297,3 +297,16 @@ def test_a_proposals_hypothesis_is_supported_or_not_and_a_papers_result_reproduc
     sources = {claim.id: claim for claim in claims()}
     assert all(sources[f"socratic_rl_{d}>grpo"].hypothesis for d in ("kl", "dpo", "sft"))
     assert sources["entropy_top>random"].source.startswith("ours")
+
+
+def test_a_claims_margin_is_the_effect_its_not_reproduced_excludes():
+    """[-0.010, +0.040]: it excludes the paper's 5.67 points (SocraticPO's reward decay, Table 2), not 2 points."""
+    from socratic_exp.study.evidence import Claim, Row
+
+    interval = Interval(5, 0.015, -0.010, 0.040)
+    paper = Row(Claim("p", "", "", "x", "y", margin=0.0567), "run", rollouts=interval)
+    default = Row(Claim("d", "", "", "x", "y"), "run", rollouts=interval)
+    assert (paper.verdict, default.verdict) == ("not reproduced", "inconclusive")
+    sources = {claim.id: claim for claim in claims()}
+    assert sources["socraticpo>without_rd"].margin == 0.0567 and sources["socraticpo>reinforce_pp"].margin == 0.0236
+    assert all(claim.margin_source for claim in claims())

@@ -56,6 +56,8 @@ class Claim:
     b: str  # the arm it is compared with
     kind: Literal["better", "not_worse"] = "better"
     hypothesis: bool = False  # from a proposal without experiments: its verdicts read supported / not supported
+    margin: float = MARGIN  # the effect "not reproduced" excludes: the paper's own where it reports one
+    margin_source: str = "the smallest effect of interest, 2 points, fixed before any scoreboard ran"
 
 
 def claims() -> tuple[Claim, ...]:
@@ -89,11 +91,11 @@ def paired_interval(diffs: Sequence[float]) -> Interval:
     return Interval(len(diffs), mean, mean - half, mean + half)
 
 
-def verdict(interval: Interval, kind: str) -> str:
-    """The fixed rule (module docstring): reproduced / not reproduced / inconclusive."""
+def verdict(interval: Interval, kind: str, margin: float = MARGIN) -> str:
+    """The fixed rule (module docstring): reproduced / not reproduced / inconclusive, with the claim's margin."""
     if interval.n < 2:
         return "inconclusive"
-    floor, ceiling = (0.0, MARGIN) if kind == "better" else (-MARGIN, 0.0)
+    floor, ceiling = (0.0, margin) if kind == "better" else (-margin, 0.0)
     if interval.low > floor:
         return "reproduced"
     if interval.high < ceiling:
@@ -209,19 +211,22 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        return self._worded(verdict(self.rollouts, self.claim.kind)) if self.rollouts is not None else self.status
+        return self._judged(self.rollouts) or self.status
 
     @property
     def holm_verdict(self) -> str:
-        return self._worded(verdict(self.holm, self.claim.kind)) if self.holm is not None else ""
+        return self._judged(self.holm)
 
     @property
     def time_verdict(self) -> str:
-        return self._worded(verdict(self.time, self.claim.kind)) if self.time is not None and self.time.n else ""
+        return self._judged(self.time)
 
-    def _worded(self, text: str) -> str:
-        """A hypothesis (a proposal's, never measured by its authors) is supported or not; a paper's result is
-        reproduced or not."""
+    def _judged(self, interval: Interval | None) -> str:
+        """The claim's verdict on ``interval`` ("" without one), in the claim's words: a hypothesis (a proposal's,
+        never measured by its authors) is supported or not, a paper's result reproduced or not."""
+        if interval is None or not interval.n:
+            return ""
+        text = verdict(interval, self.claim.kind, self.claim.margin)
         return text.replace("reproduced", "supported") if self.claim.hypothesis else text
 
 
@@ -295,7 +300,8 @@ def csv_row(row: Row) -> dict[str, Any]:
     claim = row.claim
     record: dict[str, Any] = {
         "claim": claim.id, "source": claim.source, "statement": claim.statement, "a": claim.a, "b": claim.b,
-        "kind": claim.kind, "metric": METRIC, "n": row.rollouts.n if row.rollouts else 0, "a_mean": row.a_mean,
+        "kind": claim.kind, "margin": claim.margin, "margin_source": claim.margin_source, "metric": METRIC,
+        "n": row.rollouts.n if row.rollouts else 0, "a_mean": row.a_mean,
         "b_mean": row.b_mean,
     }  # fmt: skip
     for name, interval in (("diff", row.rollouts), ("diff_equal_time", row.time)):
