@@ -23,7 +23,7 @@ ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
 # --- the arms and the sweep ------------------------------------------------------------------------------------
 def test_the_claims_name_the_arms_that_exist():
     named = {arm for claim in claims() for arm in (claim.a, claim.b)}
-    assert named == set(ARMS) and len(ARMS) == 16
+    assert named == set(ARMS) and len(ARMS) == 17
     sweep = (ROOT / "sweeps" / "evidence.yaml").read_text()
     assert all(arm in sweep for arm in ARMS)
 
@@ -48,6 +48,8 @@ def test_the_arms_set_what_their_claim_is_about():
     assert built("socraticpo_without_tg").algorithm.guidance == "fixed_retry"
     assert built("socraticpo_without_rd").algorithm.reward_decay is False
     assert built("vpd_fixed").algorithm.reference_prior == "fixed"
+    assert (built("vpd_without_e_step").algorithm.e_step, built("vpd_dynamic").algorithm.e_step) == ("off", "paper")
+    assert built("reinforce_pp").algorithm.normalize_over == "responses"  # SocraticPO's backend: each rollout once
     assert type(built("socratic_rl_sft").distiller).__name__ == "SFTDistiller"
     composition = built("composition")
     assert (type(composition.algorithm).__name__, type(composition.sampler).__name__) == (
@@ -215,7 +217,7 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     assert bottom.verdict == "inconclusive" and bottom.time is None  # B is not GRPO: no equal-time row
     sdpo = rows["sdpo>grpo"]  # diffs 0, .005, .01, -.005, 0: mean 0.002, sd 0.0057009, half-width 0.0070775
     assert sdpo.rollouts.high == pytest.approx(0.0090775, abs=1e-6) and sdpo.verdict == "not reproduced"
-    assert rows["vpd>grpo"].rollouts.n == 1 and rows["vpd>grpo"].verdict == "inconclusive"
+    assert rows["vpd<grpo"].rollouts.n == 1 and rows["vpd<grpo"].verdict == "inconclusive"
     capped = rows["socratic_rl_kl>grpo"]  # 1000 s each: GRPO's whole run (300 s, 0.60) is what it is compared to
     assert capped.capped == 2 and capped.time.mean == pytest.approx(-0.14) and "GRPO trained less" in capped.notes
     assert capped.rollouts.low == pytest.approx(0.06 - 0.12706, abs=1e-6)
@@ -297,6 +299,13 @@ def test_a_proposals_hypothesis_is_supported_or_not_and_a_papers_result_reproduc
     sources = {claim.id: claim for claim in claims()}
     assert all(sources[f"socratic_rl_{d}>grpo"].hypothesis for d in ("kl", "dpo", "sft"))
     assert sources["entropy_top>random"].source.startswith("ours")
+
+
+def test_a_worse_claim_is_the_mirror_of_better():
+    behind = Interval(5, -0.04, -0.06, -0.02)  # A 4 points behind B, the interval below 0
+    assert verdict(behind, "worse") == "reproduced" and verdict(behind, "better") == "not reproduced"
+    assert verdict(Interval(5, 0.0, -0.01, 0.01), "worse") == "not reproduced"  # excludes 2 points behind
+    assert verdict(Interval(5, -0.01, -0.03, 0.01), "worse") == "inconclusive"
 
 
 def test_a_claims_margin_is_the_effect_its_not_reproduced_excludes():

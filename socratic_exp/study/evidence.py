@@ -15,7 +15,10 @@ last evaluation whose ``eval/train_seconds`` is at most A's final one. The verdi
 - ``better``: reproduced when the interval's lower bound is above 0; not reproduced when its upper bound is below
   ``MARGIN`` (the data exclude an effect of 2 points); inconclusive otherwise (one seed: inconclusive);
 - ``not_worse``: reproduced when the lower bound is above ``-MARGIN``; not reproduced when the upper bound is below
-  0; inconclusive otherwise.
+  0; inconclusive otherwise;
+- ``worse`` (A behind B): the mirror of ``better``.
+
+``MARGIN`` is each claim's own where its paper reports the effect (``Claim.margin``, with its source).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ TIME = "eval/train_seconds"  # training wall time at each evaluation (callbacks.
 ARM_KEY = "evidence_arm"  # the override that names a run's arm
 BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at equal wall time
 MARGIN = 0.02  # the smallest effect the verdict cares about (2 points of accuracy)
+SIGNS = {"better": ">", "not_worse": ">=", "worse": "<"}  # how a claim's comparison reads
 ALPHA = 0.05  # the family-wise error rate of the Holm-adjusted verdicts (the raw intervals are 95%)
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy); beyond 30, df 30's (a bit wider)
 # fmt: off
@@ -54,10 +58,11 @@ class Claim:
     statement: str  # the claim, short
     a: str  # the arm claimed better
     b: str  # the arm it is compared with
-    kind: Literal["better", "not_worse"] = "better"
+    kind: Literal["better", "not_worse", "worse"] = "better"
     hypothesis: bool = False  # from a proposal without experiments: its verdicts read supported / not supported
     margin: float = MARGIN  # the effect "not reproduced" excludes: the paper's own where it reports one
     margin_source: str = "the smallest effect of interest, 2 points, fixed before any scoreboard ran"
+    differences: str = ""  # every setting in which the arms differ besides the one the claim is about, if any
 
 
 def claims() -> tuple[Claim, ...]:
@@ -95,7 +100,9 @@ def verdict(interval: Interval, kind: str, margin: float = MARGIN) -> str:
     """The fixed rule (module docstring): reproduced / not reproduced / inconclusive, with the claim's margin."""
     if interval.n < 2:
         return "inconclusive"
-    floor, ceiling = (0.0, margin) if kind == "better" else (-margin, 0.0)
+    if kind == "worse":  # A behind B: the mirror of "better"
+        interval = Interval(interval.n, -interval.mean, -interval.high, -interval.low)
+    floor, ceiling = (-margin, 0.0) if kind == "not_worse" else (0.0, margin)
     if interval.low > floor:
         return "reproduced"
     if interval.high < ceiling:
@@ -300,7 +307,8 @@ def csv_row(row: Row) -> dict[str, Any]:
     claim = row.claim
     record: dict[str, Any] = {
         "claim": claim.id, "source": claim.source, "statement": claim.statement, "a": claim.a, "b": claim.b,
-        "kind": claim.kind, "margin": claim.margin, "margin_source": claim.margin_source, "metric": METRIC,
+        "kind": claim.kind, "margin": claim.margin, "margin_source": claim.margin_source,
+        "differences": claim.differences, "metric": METRIC,
         "n": row.rollouts.n if row.rollouts else 0, "a_mean": row.a_mean,
         "b_mean": row.b_mean,
     }  # fmt: skip
@@ -331,7 +339,7 @@ def _holm_text(row: Row) -> str:
 
 def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
     """The claims as a table (for docs/evidence.md)."""
-    rows = [[f"`{c.id}`", c.source, c.statement, f"`{c.a}` {'>' if c.kind == 'better' else '>='} `{c.b}`"]
+    rows = [[f"`{c.id}`", c.source, c.statement, f"`{c.a}` {SIGNS[c.kind]} `{c.b}`"]
             for c in (claims() if shown is None else shown)]  # fmt: skip
     return markdown_table(["claim", "source", "statement", "arms"], rows)
 
@@ -343,10 +351,11 @@ def scoreboard_markdown(
               "Holm-adjusted [CI] (p, p Holm)", "verdict (Holm)", "A - B, equal time [95% CI]", "verdict (time)",
               "notes"]  # fmt: skip
     table = [
-        [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {'>' if r.claim.kind == 'better' else '>='} {r.claim.b}",
+        [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {SIGNS[r.claim.kind]} {r.claim.b}",
          r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
          f"**{r.verdict}**", _holm_text(r), r.holm_verdict, _interval_text(r.time), r.time_verdict,
-         r.notes.replace("|", "/")]
+         "; ".join(filter(None, [f"also differs: {r.claim.differences}" if r.claim.differences else "",
+                                 r.notes])).replace("|", "/")]
         for r in rows
     ]  # fmt: skip
     arm_header = ["arm", "n", "failed", "steps", f"{METRIC} (mean +- std)", "training s (mean)", "job s (mean)"]
