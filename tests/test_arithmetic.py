@@ -277,3 +277,31 @@ def test_warmstart_corpus_has_misconceptions_contexts_and_masks(task):
 def test_context_shares_are_checked(shares, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         ArithmeticTask(context_shares=shares)
+
+
+def test_rl_ops_trains_and_evaluates_on_other_counts_and_keeps_the_corpus():
+    """The sparse-reward regime's questions: 3 and 4 operations in equal shares. A held-out 3-operation question is
+    one of the corpus's own held-out questions (so the warm-start never saw it); a 4-operation one is new."""
+    base = ArithmeticTask(train_size=200, eval_size=60, probe_size=12)
+    sparse = ArithmeticTask(train_size=200, eval_size=60, probe_size=12, rl_ops=[3, 4])
+    assert sparse.warmstart_fingerprint() == base.warmstart_fingerprint()  # the same student
+    assert sparse.warmstart_examples(50, seed=0) == base.warmstart_examples(50, seed=0)
+    corpus, rows = base.build(), sparse.build()
+    for split in ("eval", "probe"):
+        counts = sorted(rows[split]["difficulty"])
+        assert counts.count(3) == counts.count(4) > 0 and set(counts) == {3, 4}
+        threes = {r["expression"] for r in rows[split] if r["difficulty"] == 3}
+        assert threes <= set(corpus[split]["expression"])
+        assert rows[split]["index"] == list(range(len(counts)))
+    # the corpus's 60 eval questions hold 24 of 3 operations (fewer than 60 / 2), its 12 probe questions 4
+    assert (len(rows["eval"]), len(rows["probe"])) == (48, 8)
+    held_out = {r["expression"] for split in ("eval", "probe") for r in rows[split]}
+    held_out |= {r["expression"] for split in ("eval", "probe") for r in corpus[split]}
+    assert set(rows["train"]["difficulty"]) == {3, 4} and len(rows["train"]) == 200
+    assert not held_out & set(rows["train"]["expression"])
+
+
+@pytest.mark.parametrize("ops", [[], [3, 3], [0, 4], [13]])
+def test_rl_ops_must_be_distinct_counts(ops):
+    with pytest.raises(UserError, match="rl_ops"):
+        ArithmeticTask(rl_ops=ops)

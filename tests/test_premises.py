@@ -64,9 +64,9 @@ def test_the_shipped_default_student_measures_here_as_its_manifest_says(default_
     """The same weights give the same figures on any CPU, to the few answers that float32 kernels of another CPU
     may flip (the tolerance: docs/testbed.md)."""
     shipped = STUDENTS["default"].premise_figures
-    assert set(default_measured_here) == set(shipped)
-    off = {key: (value, shipped[key]) for key, value in default_measured_here.items()
-           if abs(value - shipped[key]) > CROSS_CPU_TOLERANCE * max(1.0, abs(shipped[key]))}  # fmt: skip
+    assert set(shipped) <= set(default_measured_here)  # a figure added since the build is not in its manifest
+    off = {key: (value, shipped[key]) for key, value in default_measured_here.items() if key in shipped
+           and abs(value - shipped[key]) > CROSS_CPU_TOLERANCE * max(1.0, abs(shipped[key]))}  # fmt: skip
     assert off == {}
 
 

@@ -129,6 +129,12 @@ class ArithmeticTask(Task):
     system_prompt: str | None = setting(
         None, "an answer instruction for pretrained models (system turn / preamble); null: none (the tiny model's)"
     )
+    rl_ops: list[int] | None = setting(
+        None,
+        "the operation counts of the questions trained and evaluated on, in equal shares, where they differ from the "
+        "warm-start corpus's min_ops..max_ops (which stays, and with it the student); held-out questions of a count "
+        "the corpus has are its own held-out ones, longer ones are new; null: the corpus's",
+    )
 
     name: ClassVar[str] = "arithmetic"
     fits_tiny_model: ClassVar[bool] = True
@@ -139,6 +145,12 @@ class ArithmeticTask(Task):
         self.check_range("max_value", ge=self.max_operand)
         self.check("order_sensitive_share", not self.order_sensitive_share or self.max_ops >= 2,
                    "needs task.max_ops >= 2 (one operation has no order to get wrong)")  # fmt: skip
+        if self.rl_ops is not None:
+            ops = self.rl_ops
+            distinct = bool(ops) and len(set(ops)) == len(ops) and all(1 <= c <= 12 for c in ops)
+            self.check("rl_ops", distinct, "must be distinct counts in 1..12, at least one")
+            ordered = not self.order_sensitive_share or max(ops) >= 2
+            self.check("rl_ops", ordered, "needs a count >= 2 while task.order_sensitive_share > 0 (one has no order)")
         unknown = sorted(set(self.context_shares) - set(CONTEXT_SHARES))
         self.check("context_shares", not unknown, f"unknown kind(s) {unknown}; known: {', '.join(CONTEXT_SHARES)}")
         shares = self.context_shares.values()
@@ -158,7 +170,9 @@ class ArithmeticTask(Task):
 
     def warmstart_fingerprint(self) -> dict:
         # the instruction is prompt rendering, not warm-start data: the cached student stays valid when it changes
-        return {k: v for k, v in super().warmstart_fingerprint().items() if k not in ("train_size", "system_prompt")}
+        # rl_ops changes the RL questions only (the corpus is drawn from min_ops..max_ops and its own held-out splits)
+        excluded = ("train_size", "system_prompt", "rl_ops")
+        return {k: v for k, v in super().warmstart_fingerprint().items() if k not in excluded}
 
     # --- splits -----------------------------------------------------------------------------------------------
     def build(self) -> DatasetDict:
@@ -168,6 +182,10 @@ class ArithmeticTask(Task):
         return DatasetDict({split: Dataset.from_list(split_rows) for split, split_rows in rows.items() if split_rows})
 
     def _generated_rows(self) -> dict[str, list[dict]]:
+        corpus_rows = self._corpus_rows()
+        return corpus_rows if self.rl_ops is None else self._rl_rows(corpus_rows)
+
+    def _corpus_rows(self) -> dict[str, list[dict]]:
         # Held-out splits are drawn first, each without repeats, and the training split never contains their
         # expressions. The training split may repeat an expression: there are only 243 one-operation questions,
         # and without repeats the easy levels would be nearly absent from training.
@@ -184,12 +202,40 @@ class ArithmeticTask(Task):
                 train.append(self.row(expr, len(train)))
         return {"train": train, **rows}
 
-    def _unique_expressions(self, rng: random.Random, size: int, seen: set[str]) -> list[ex.Expr]:
+    def _rl_rows(self, corpus_rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
+        """The splits of ``rl_ops``: each count in an equal share. A held-out question of a count within
+        min_ops..max_ops is one of the corpus's held-out questions (the warm-start never saw it); a longer one is new
+        (no warm-start trace has that many operations). Training questions avoid every held-out one."""
+        ops = self.rl_ops or []
+        held_out = {row["expression"] for split in ("eval", "probe") for row in corpus_rows[split]}
+        rows: dict[str, list[dict]] = {}
+        for split, size in (("eval", self.eval_size), ("probe", self.probe_size)):
+            rng = random.Random(f"{self.seed}-{split}-rl-{ops}")
+            known = {c: [r for r in corpus_rows[split] if r["difficulty"] == c] for c in ops if c <= self.max_ops}
+            per_count = min([size // len(ops), *map(len, known.values())])
+            chosen = [row for c in ops if c in known for row in known[c][:per_count]]
+            for count in (c for c in ops if c not in known):
+                new = self._unique_expressions(rng, per_count, held_out, ops=count)
+                chosen += [self.row(expr, 0) for expr in new]
+            rng.shuffle(chosen)
+            rows[split] = [{**row, "index": i} for i, row in enumerate(chosen)]
+        held_out |= {row["expression"] for split in rows.values() for row in split}
+        rng = random.Random(f"{self.seed}-train-rl-{ops}")
+        train: list[dict] = []
+        while len(train) < self.train_size:
+            expr = self.random_expression(rng, ops=rng.choice(ops))
+            if ex.render(expr) not in held_out:
+                train.append(self.row(expr, len(train)))
+        return {"train": train, **rows}
+
+    def _unique_expressions(
+        self, rng: random.Random, size: int, seen: set[str], ops: int | None = None
+    ) -> list[ex.Expr]:
         found: list[ex.Expr] = []
         tries = 0
         while len(found) < size and tries < size * _MAX_SAMPLING_TRIES:
             tries += 1
-            expr = self.random_expression(rng)
+            expr = self.random_expression(rng, ops)
             text = ex.render(expr)
             if text not in seen:
                 seen.add(text)
@@ -201,15 +247,17 @@ class ArithmeticTask(Task):
             )
         return found
 
-    def random_expression(self, rng: random.Random) -> ex.Expr:
+    def random_expression(self, rng: random.Random, ops: int | None = None) -> ex.Expr:
         """An expression whose every intermediate value (also under the misconceptions) stays within ``max_value``:
         the testbed is about the order of operations, not about multi-digit multiplication. A share
         ``order_sensitive_share`` of them has an order of operations that decides the answer (as drawn, only 29% do:
-        a third of the questions are single operations, and most others read the same in any order)."""
+        a third of the questions are single operations, and most others read the same in any order). ``ops`` fixes
+        the number of operations (else drawn from min_ops..max_ops at every try)."""
         share = self.order_sensitive_share
         sensitive = None if share is None else rng.random() < share
         for _ in range(_MAX_SAMPLING_TRIES * 500):
-            expr = ex.random_expression(rng, rng.randint(self.min_ops, self.max_ops), self.max_operand)
+            count = rng.randint(self.min_ops, self.max_ops) if ops is None else ops
+            expr = ex.random_expression(rng, count, self.max_operand)
             traces = [ex.correct_steps(expr), *(steps(expr) for steps in ex.MISCONCEPTIONS.values())]
             if any(abs(step.result) > self.max_value for trace in traces for step in trace):
                 continue
@@ -277,7 +325,7 @@ class ArithmeticTask(Task):
 
     def warmstart_examples(self, size: int, seed: int) -> list[WarmstartExample]:
         rng = random.Random(f"{self.seed}-warmstart-{seed}")
-        generated = self._generated_rows()
+        generated = self._corpus_rows()  # not rl_ops: the corpus, and so the student, stay
         held_out = {row["expression"] for split in ("eval", "probe") for row in generated[split]}
         kinds, shares = zip(*self.context_shares.items(), strict=True) if self.context_shares else ((), ())
         examples = []

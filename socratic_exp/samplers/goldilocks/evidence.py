@@ -2,7 +2,8 @@
 
 Premise: the share of prompts whose group of rollouts is all right or all wrong (zero variance, no GRPO signal), and
 how well the student's own prompt features predict a prompt's p(1 - p) on held-out prompts (the correlation of a
-ridge fit: a learnable difficulty signal).
+ridge fit: a learnable difficulty signal). The all-wrong share alone is the sparse-reward regime's premise
+(``task=arithmetic_sparse``; docs/evidence.md): the groups from which no reward reaches GRPO.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def premises(bench: Bench) -> dict[str, float]:
     prediction = ridge(features[fit], target[fit], features[held])
     return {
         "goldilocks/zero_variance_share": sum(p in (0.0, 1.0) for p in rates) / len(rates),
+        "goldilocks/all_wrong_share": sum(p == 0.0 for p in rates) / len(rates),  # the sparse-reward regime's premise
         "goldilocks/mean_pass_rate": statistics.fmean(rates),
         "goldilocks/signal_r": pearson(prediction, target[held]),
     }
