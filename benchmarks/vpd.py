@@ -41,7 +41,7 @@ CONFIGS = {  # name -> overrides (the shared ones come from the command line); V
     "grpo": ["algorithm=grpo"],
     "sdpo": ["algorithm=sdpo_official"],
     "vpd (shared)": ["algorithm=vpd"],
-    "vpd (copy)": ["algorithm=vpd", "algorithm.teacher_weights=copy", "algorithm.ema_update_rate=0.05"],
+    "vpd (copy)": ["algorithm=vpd", "algorithm.teacher_weights=copy", "algorithm.teacher_regularization=ema"],
 }
 
 

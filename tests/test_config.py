@@ -101,7 +101,12 @@ BAD_INPUTS = [
     (["algorithm=entropy_masked", "algorithm.normalize=tokens"], "algorithm.normalize='tokens': expected one of"),
     (["algorithm=entropy_masked", "+algorithm.trl_args.top_entropy_quantile=0.2"], "sets top_entropy_quantile"),
     (["algorithm=sdpo", "algorithm.feedback=oracle"], "algorithm.feedback='oracle': is not a '+'-joined set"),
-    (["algorithm=sdpo", "algorithm.teacher_weights=shared"], "algorithm.ema_update_rate=0.05: moves a teacher copy"),
+    (["algorithm=sdpo", "algorithm.teacher_weights=shared"], "algorithm.teacher_regularization='ema': moves a teacher"),
+    (
+        ["algorithm=vpd", "algorithm.teacher_weights=copy", "algorithm.teacher_regularization=trust_region"],
+        "algorithm.teacher_regularization='trust_region': mixes the live student's logits",
+    ),
+    (["algorithm=vpd", "algorithm.teacher_regularization=soft"], "algorithm.teacher_regularization='soft': expected"),
     (["algorithm=sdpo", "algorithm.alpha=0.5"], "algorithm.alpha=0.5: sampled-token distillation is the reverse KL"),
     (["algorithm=sdpo", "algorithm.distillation=topk_logits"], "algorithm.topk=None: is the support of topk_logits"),
     (["algorithm=sdpo", "algorithm.reprompt_template=hi"], "algorithm.reprompt_template='hi': must contain {prompt}"),

@@ -58,6 +58,51 @@ def test_the_arms_set_what_their_claim_is_about():
     assert (composition.algorithm.entropy_mask.rho, composition.algorithm.entropy_mask.mode) == (0.2, "top")
 
 
+BUDGET = {"algorithm.max_steps", "evidence.arm_max_steps"}  # the grpo arm's longer run (read at equal steps too)
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in config.items():
+        out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    return out
+
+
+@pytest.fixture(scope="module")
+def arm_settings():
+    from omegaconf import OmegaConf
+
+    def settings(arm):
+        config = OmegaConf.to_container(compose("+sweep=evidence", f"+evidence_arm={arm}", "seed=0"), resolve=True)
+        return _flat({k: v for k, v in config.items() if k != "hydra"})
+
+    return {arm: settings(arm) for arm in ARMS}
+
+
+@pytest.mark.parametrize("claim", claims(), ids=lambda c: c.id)
+def test_every_claim_changes_what_it_is_about_and_lists_any_other_difference(claim, arm_settings):
+    """A row is single-factor or says what else differs: every setting in which its arms differ is one the claim
+    is about (``changes``) or is named in its ``differences``; and each setting it is about does differ."""
+    a, b = arm_settings[claim.a], arm_settings[claim.b]
+    differing = {key for key in a.keys() | b.keys() if a.get(key) != b.get(key)} - BUDGET
+
+    def about(key):
+        return any(key == c or (c.endswith(".") and key.startswith(c)) for c in claim.changes)
+
+    assert claim.changes, "name the settings the claim is about"
+    assert all(any(about(key) and key.startswith(c) for key in differing) for c in claim.changes)
+    unlisted = sorted(k for k in differing if not about(k) and k.rsplit(".", 1)[-1] not in claim.differences)
+    assert unlisted == []
+
+
+def test_the_vpd_sdpo_row_lists_the_teacher_regularisation_and_a_single_factor_row_lists_nothing():
+    by_id = {c.id: c for c in claims()}
+    assert "teacher_regularization" in by_id["vpd>sdpo"].differences
+    assert "feedback_on_success" in by_id["vpd>sdpo"].differences
+    assert by_id["vpd_dynamic>without_e_step"].changes == ("algorithm.e_step",)
+    assert by_id["socraticpo>without_tg"].differences == "" and by_id["entropy_top>random"].differences == ""
+
+
 # --- the training clock ----------------------------------------------------------------------------------------
 class FakeClock:
     def __init__(self, now: float):

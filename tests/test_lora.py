@@ -309,7 +309,9 @@ def test_sdpo_teachers_share_the_base_weights(cache_dir, monkeypatch):
     import socratic_exp.models.base as models_base
 
     monkeypatch.setattr(models_base, "frozen_copy", lambda *_: pytest.fail("frozen_copy called"))
-    trainer, student = _trainer(cache_dir, "sdpo", "algorithm.teacher_weights=shared", "algorithm.ema_update_rate=0")
+    trainer, student = _trainer(
+        cache_dir, "sdpo", "algorithm.teacher_weights=shared", "algorithm.teacher_regularization=none"
+    )
     assert student.model is trainer.model  # the run's student is the PEFT model from here on
     teacher = trainer.teacher_model
     assert teacher.peft_model is trainer.model and teacher.adapter == "default"
@@ -317,7 +319,7 @@ def test_sdpo_teachers_share_the_base_weights(cache_dir, monkeypatch):
     assert [id(p) for p in teacher.parameters()] == [id(p) for p in trainable]
     assert trainer.memory["copy_mb"] == 0.0
 
-    trainer, _ = _trainer(cache_dir, "sdpo", "algorithm.teacher_weights=copy", "algorithm.ema_update_rate=0.1")
+    trainer, _ = _trainer(cache_dir, "sdpo", "algorithm.teacher_weights=copy", "algorithm.teacher_update_rate=0.1")
     teacher = trainer.teacher_model
     assert teacher.adapter == "teacher" and set(trainer.model.peft_config) == {"default", "teacher"}
     assert sum(p.numel() for p in teacher.parameters()) == R4_ALL_LINEAR
@@ -417,7 +419,7 @@ def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
     optimizer state to load covers both)."""
     from safetensors.torch import load_file
 
-    copy = ("algorithm.teacher_weights=copy", "algorithm.ema_update_rate=0.05")
+    copy = ("algorithm.teacher_weights=copy", "algorithm.teacher_regularization=ema")
     proc, outputs = run_app(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)

@@ -315,7 +315,7 @@ def _vpd_trainer(cache_dir, *overrides):
 
     cfg = compose(
         "algorithm=vpd", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",
-        "algorithm.ema_update_rate=0", "debug=fast", "debug=quick_warmstart", "logger=none",
+        "algorithm.teacher_regularization=none", "debug=fast", "debug=quick_warmstart", "logger=none",
         f"model.cache_dir={cache_dir}", *overrides,
     )  # fmt: skip
     from socratic_exp.assembly import build_trainer, workbench
@@ -520,11 +520,54 @@ def test_a_teacher_copy_scores_with_its_own_weights(vpd_batch):
             parameter.add_(0.05 * torch.randn_like(parameter))
         ours = full_logits(copy, ids, mask, keep, 1.0)
         student = full_logits(trainer.model, ids, mask, keep, 1.0)
-        fused, _ = trainer._sampled_logps(copy, ids, mask, keep)
+        fused, _, _ = trainer._get_per_token_logps_and_entropies(copy, ids, mask, keep)
     assert not torch.allclose(ours, student)
     tokens = output["completion_mask"].bool()
     own = ours.log_softmax(-1).gather(-1, output["completion_ids"].unsqueeze(-1)).squeeze(-1)
     assert torch.allclose(own[tokens], fused[tokens], atol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_trust_region_teacher_mixes_the_live_students_logits_with_the_initial_ones(cache_dir):
+    """Official SDPO's trust-region teacher on VPD's shared weights: its logits are (1 - r) initial + r live, the
+    initial student frozen; the E-step's gradient reaches the student's weights, scaled by r."""
+    trainer, data, _ = _vpd_trainer(
+        cache_dir, "algorithm.teacher_regularization=trust_region", "algorithm.teacher_update_rate=0.25"
+    )
+    rows = [dict(data["train"][i]) for i in range(2) for _ in range(4)]
+    trainer._after_contexts = lambda *_: None
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(rows)
+    ids, mask = output["teacher_input_ids"], output["teacher_attention_mask"]
+    keep = output["completion_ids"].size(1)
+    assert trainer.teacher_model is trainer.accelerator.unwrap_model(trainer.model)
+    assert not any(p.requires_grad for p in trainer.initial_teacher.parameters())
+
+    def plain_logits(model):
+        with torch.no_grad():
+            return type(model).forward(model, input_ids=ids, attention_mask=mask).logits[:, -keep - 1 : -1].float()
+
+    before = plain_logits(trainer.model)
+    with torch.no_grad():
+        for parameter in trainer.model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    after = plain_logits(trainer.model)
+    with torch.no_grad():
+        mixed = trainer.teacher_logits(ids, mask, keep)
+        logps, entropy = trainer.teacher_logps(output, entropy=True)
+    assert not torch.allclose(before, after, atol=1e-3)
+    assert torch.allclose(mixed, 0.75 * before + 0.25 * after, atol=1e-4)  # the trainer's temperature is 1
+    by_hand = (0.75 * before + 0.25 * after).log_softmax(-1)
+    tokens = output["completion_mask"].bool()
+    own = by_hand.gather(-1, output["completion_ids"].unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(own[tokens], logps[tokens], atol=1e-4)
+    assert torch.allclose(-(by_hand.exp() * by_hand).sum(-1)[tokens], entropy[tokens], atol=1e-4)
+    # the E-step's teacher log-probabilities carry the gradient to the live student only
+    trainer.model.zero_grad()
+    trainer.teacher_sequence_logps(output, output["completion_mask"].float()).sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in trainer.model.parameters())
+    assert all(p.grad is None for p in trainer.initial_teacher.parameters())
+    assert "trust region" in trainer.memory["description"] and trainer.memory["copy_mb"] > 0
 
 
 # --- the collapse guard --------------------------------------------------------------------------------------------
@@ -601,7 +644,7 @@ VARIANTS = {
     "sdpo_official": ["algorithm=sdpo_official"],
     "sdpo_environment_shared_forward_kl": [
         "algorithm=sdpo", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",
-        "algorithm.ema_update_rate=0", "algorithm.distillation=full_logits", "algorithm.alpha=0",
+        "algorithm.teacher_regularization=none", "algorithm.distillation=full_logits", "algorithm.alpha=0",
     ],
     "sdpo_teacher_critique_joint": [
         "algorithm=sdpo", "algorithm.feedback=teacher", "teacher=rule", "algorithm.hybrid=joint",
@@ -613,9 +656,10 @@ VARIANTS = {
     "vpd_dynamic": ["algorithm=vpd", "algorithm.feedback=teacher", "teacher=rule", "algorithm.e_step_every=2"],
     "vpd_fixed_copy": [
         "algorithm=vpd", "algorithm.reference_prior=fixed", "algorithm.teacher_weights=copy",
-        "algorithm.ema_update_rate=0.05", "algorithm.feedback=environment", "algorithm.e_step_every=2",
+        "algorithm.teacher_regularization=ema", "algorithm.feedback=environment", "algorithm.e_step_every=2",
     ],
     "vpd_e_step_off": ["algorithm=vpd", "algorithm.e_step=off"],
+    "vpd_trust_region": ["algorithm=vpd", "algorithm.teacher_regularization=trust_region", "algorithm.e_step_every=2"],
 }  # fmt: skip
 
 
@@ -632,7 +676,7 @@ def test_every_variant_runs_end_to_end(run_in_process, variant):
     assert len(train) == 4 and all(0 <= line["self_distillation/usable_feedback_share"] <= 1 for line in train)
     assert all(line["self_distillation/teacher_copy_mb"] >= 0 for line in train)
     e_steps = [line for line in lines if "vpd/skipped" in line]
-    if variant in ("vpd_dynamic", "vpd_fixed_copy"):
+    if variant in ("vpd_dynamic", "vpd_fixed_copy", "vpd_trust_region"):
         assert len(e_steps) == 2  # e_step_every=2 over 4 steps: before steps 0 and 2
         for line in e_steps:
             assert line["vpd/successes"] + line["vpd/failures"] <= 16  # 4 prompts x 4 rollouts with a context

@@ -62,6 +62,9 @@ class Claim:
     hypothesis: bool = False  # from a proposal without experiments: its verdicts read supported / not supported
     margin: float = MARGIN  # the effect "not reproduced" excludes: the paper's own where it reports one
     margin_source: str = "the smallest effect of interest, 2 points, fixed before any scoreboard ran"
+    # the settings the claim is about (config keys; "group." for a whole group's option): the arms differ in these,
+    # and in every other key named (by its last part) in ``differences`` (tests/test_evidence.py checks both)
+    changes: tuple[str, ...] = ()
     differences: str = ""  # every setting in which the arms differ besides the one the claim is about, if any
 
 

@@ -25,11 +25,12 @@ PROMISES = (
 )
 CLAIMS = (
     Claim("entropy_top>=grpo", "Beyond the 80/20 Rule, Sec. 5", "the top-20% entropy tokens alone do no worse than "
-          "all tokens", "entropy_top", "grpo", "not_worse"),
+          "all tokens", "entropy_top", "grpo", "not_worse", changes=("algorithm._target_", "algorithm.forking_tokens",
+          "algorithm.mode", "algorithm.normalize", "algorithm.rho")),
     Claim("entropy_top>bottom", "Beyond the 80/20 Rule, Sec. 5", "the top-20% entropy tokens beat the bottom 80%",
-          "entropy_top", "entropy_bottom"),
+          "entropy_top", "entropy_bottom", changes=("algorithm.mode", "algorithm.rho")),
     Claim("entropy_top>random", "ours (a control the paper lacks)", "entropy, not the share of tokens: top 20% beat "
-          "a random 20%", "entropy_top", "entropy_random"),
+          "a random 20%", "entropy_top", "entropy_random", changes=("algorithm.mode",)),
 )  # fmt: skip
 
 

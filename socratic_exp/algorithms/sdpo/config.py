@@ -35,9 +35,14 @@ class SDPO(GRPO):
     teacher_weights: Literal["shared", "copy"] = setting(
         "copy", "copy: a separate teacher (memory: one more copy of the weights) | shared: the student itself"
     )
-    ema_update_rate: float = setting(
+    teacher_regularization: Literal["none", "ema", "trust_region"] = setting(
+        "ema",
+        "official: ema (the copy moved toward the student after each step) | trust_region (shared weights: logits "
+        "lerp(initial student, student, teacher_update_rate)) | none (shared: the live student; copy: the initial one)",
+    )
+    teacher_update_rate: float = setting(
         0.05,
-        "copy: moved this share toward the student after each step (TRL's EMA teacher; 0: initial student)",
+        "official: ema: the share the copy moves each step | trust_region: the live student's share",
         ge=0.0,
         le=1.0,
     )
@@ -93,11 +98,19 @@ class SDPO(GRPO):
                 "is not a '+'-joined set of environment, sibling, teacher",
                 "e.g. algorithm.feedback=sibling or algorithm.feedback=sibling+environment",
             ) from None
+        # as the official code: an EMA needs a separate teacher; the trust region mixes the live student with its
+        # initial weights (a teacher copy would make it a third model)
         self.check(
-            "ema_update_rate",
-            not (self.teacher_weights == "shared" and self.ema_update_rate > 0),
+            "teacher_regularization",
+            not (self.teacher_regularization == "ema" and self.teacher_weights == "shared"),
             "moves a teacher copy toward the student; with teacher_weights=shared the teacher is the student",
-            "set algorithm.ema_update_rate=0, or algorithm.teacher_weights=copy",
+            "set algorithm.teacher_weights=copy, or algorithm.teacher_regularization=none or trust_region",
+        )
+        self.check(
+            "teacher_regularization",
+            not (self.teacher_regularization == "trust_region" and self.teacher_weights == "copy"),
+            "mixes the live student's logits with the initial student's; a teacher copy has no place in it",
+            "set algorithm.teacher_weights=shared, or algorithm.teacher_regularization=ema",
         )
         self.check(
             "alpha",

@@ -30,7 +30,9 @@ PROMISES = (
     Promise("sdpo/sibling/margin", 0.5, "the sibling's solution favours a correct solution (nats)"),
     Promise("sdpo/environment/margin", 0.0, "the verdict favours a correct solution over the failed rollout (nats)"),
 )
-CLAIMS = (Claim("sdpo>grpo", "SDPO", "self-distillation from feedback beats GRPO", "sdpo", "grpo"),)
+# SDPO as TRL sets it up against GRPO: every algorithm setting is SDPO's
+CLAIMS = (Claim("sdpo>grpo", "SDPO", "self-distillation from feedback beats GRPO", "sdpo", "grpo",
+                changes=("algorithm.",)),)  # fmt: skip
 
 
 def premises(bench: Bench) -> dict[str, float]:

@@ -15,7 +15,7 @@ after the rollout.
 
 **Departures from TRL's SDPO (settings keep TRL's defaults unless said).** Feedback sources beyond TRL's two
 (``teacher``); completion-style templates (``context_style=plain``, see ``contexts.py``); ``teacher_weights``:
-``shared`` (TRL's ``live``) or ``copy``, which ``ema_update_rate`` moves toward the student after every step (TRL's
+``shared`` (TRL's ``live``) or ``copy``, which ``teacher_update_rate`` moves toward the student after every step (TRL's
 ``ema``; 0 keeps the initial student, TRL's ``base``); ``loss_aggregation=token_mean`` (the official code's) next to
 TRL's per-sequence mean; ``topk`` capped at the vocabulary; the hybrid baselines of the VPD paper's Appendix B:
 
@@ -53,7 +53,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.experimental.sdpo.loss_utils import apply_importance_sampling_clipping
 from trl.trainer.callbacks import SyncRefModelCallback
-from trl.trainer.utils import pad, selective_log_softmax
+from trl.trainer.utils import entropy_from_logits, pad, selective_log_softmax
 
 from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
 from socratic_exp.algorithms.sdpo.losses import (
@@ -66,7 +66,7 @@ from socratic_exp.algorithms.sdpo.losses import (
 )
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
 from socratic_exp.distributed import summed
-from socratic_exp.models.adapters import is_lora
+from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.sdpo.config import SDPO
@@ -76,7 +76,7 @@ log = logging.getLogger("socratic_exp")
 
 
 class EMATeacherCallback(TrainerCallback):
-    """After each optimizer step the teacher copy moves ``ema_update_rate`` of the way to the student."""
+    """After each optimizer step the teacher copy moves ``teacher_update_rate`` of the way to the student."""
 
     def __init__(self, trainer: Any):
         self.trainer = trainer
@@ -85,7 +85,7 @@ class EMATeacherCallback(TrainerCallback):
         trainer = self.trainer
         student = trainer.accelerator.unwrap_model(trainer.model)
         with torch.no_grad():
-            SyncRefModelCallback.sync_target_model(student, trainer.teacher_model, trainer.sdpo.ema_update_rate)
+            SyncRefModelCallback.sync_target_model(student, trainer.teacher_model, trainer.sdpo.teacher_update_rate)
 
 
 class SDPOTrainer(GRPOTrainer):
@@ -100,6 +100,7 @@ class SDPOTrainer(GRPOTrainer):
         self._rows: list[dict[str, Any]] = []
         super().__init__(*args, **kwargs)
         student = self.accelerator.unwrap_model(self.model)
+        ema = sdpo.teacher_regularization == "ema"
         if is_lora(student):
             self.teacher_model = self._lora_teacher(student)
         elif sdpo.teacher_weights == "shared":
@@ -108,8 +109,14 @@ class SDPOTrainer(GRPOTrainer):
             from socratic_exp.models.base import frozen_copy
 
             self.teacher_model = frozen_copy(student)
-            if sdpo.ema_update_rate > 0:
+            if ema:
                 self.add_callback(EMATeacherCallback(self))
+        # official SDPO's trust-region teacher: the live (shared) teacher's logits mixed with the initial student's
+        self.initial_teacher = None
+        if sdpo.teacher_regularization == "trust_region":
+            from socratic_exp.models.base import frozen_copy
+
+            self.initial_teacher = base_view(student) if is_lora(student) else frozen_copy(student)
         self.memory = self._teacher_memory(student)
         log.info("%s: %s", type(sdpo).__name__.lower(), self.memory["description"])
 
@@ -128,8 +135,8 @@ class SDPOTrainer(GRPOTrainer):
         if self.sdpo.teacher_weights == "shared":
             return AdapterView(student, STUDENT_ADAPTER)
         teacher = adapter_copy(student, TEACHER_ADAPTER)
-        if self.sdpo.ema_update_rate > 0:
-            self.add_callback(AdapterEMACallback(teacher, self.sdpo.ema_update_rate))
+        if self.sdpo.teacher_regularization == "ema":
+            self.add_callback(AdapterEMACallback(teacher, self.sdpo.teacher_update_rate))
         return teacher
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
@@ -149,12 +156,20 @@ class SDPOTrainer(GRPOTrainer):
         parameters = sum(p.numel() for p in own.parameters())
         size_mb = sum(p.numel() * p.element_size() for p in own.parameters()) / 2**20
         copy = self.sdpo.teacher_weights == "copy"
-        description = (
-            f"teacher = a copy of the student{' adapter' if own is not student else ''} "
-            f"({parameters:,} parameters, +{size_mb:.1f} MB)"
-            if copy
-            else "teacher = the student's own weights with the feedback in context (no extra memory)"
-        )
+        if copy:
+            description = (
+                f"teacher = a copy of the student{' adapter' if own is not student else ''} "
+                f"({parameters:,} parameters, +{size_mb:.1f} MB)"
+            )
+        elif self.initial_teacher is not None:
+            initial_mb = 0.0 if is_lora(student) else size_mb  # with LoRA the initial student is the base model
+            description = (
+                f"teacher = the student's logits mixed with the initial student's (trust region, "
+                f"{self.sdpo.teacher_update_rate:g} live; +{initial_mb:.1f} MB)"
+            )
+            return {"copy_mb": initial_mb, "description": description}
+        else:
+            description = "teacher = the student's own weights with the feedback in context (no extra memory)"
         return {"copy_mb": size_mb if copy else 0.0, "description": description}
 
     # --- rollout: contexts, hybrid advantages -------------------------------------------------------------
@@ -240,22 +255,36 @@ class SDPOTrainer(GRPOTrainer):
             torch.cat([prompt_mask, output["completion_mask"]], dim=1),
         )
 
-    def _sampled_logps(self, model: Any, input_ids: Any, attention_mask: Any, keep: int) -> tuple[Any, Any]:
-        """Per-token log-probabilities and entropies of the completion tokens (TRL's fused LM head)."""
-        logps, entropies, _ = self._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, keep, compute_entropy=True
-        )
-        return logps, entropies
-
     def _student_and_teacher_logps(self, output: dict[str, Any]) -> tuple[Any, Any, Any]:
         """Sampled-token log-probabilities of student and teacher and the teacher's entropies (no gradient)."""
-        keep = output["completion_ids"].size(1)
         student = rollout_logps(self, output)
         with torch.no_grad():
-            teacher, entropy = self._sampled_logps(
-                self.teacher_model, output["teacher_input_ids"], output["teacher_attention_mask"], keep
-            )
+            teacher, entropy = self.teacher_logps(output, entropy=True)
         return student, teacher, entropy
+
+    def teacher_logps(self, output: dict[str, Any], entropy: bool = False) -> tuple[Any, Any]:
+        """Per-token log-probabilities of the completion tokens under the teacher (with the gradient of whatever
+        trains it: VPD's E-step), and optionally its entropies."""
+        keep = output["completion_ids"].size(1)
+        ids, mask = output["teacher_input_ids"], output["teacher_attention_mask"]
+        if self.initial_teacher is None:
+            logps, entropies, _ = self._get_per_token_logps_and_entropies(
+                self.teacher_model, ids, mask, keep, compute_entropy=entropy
+            )
+            return logps, entropies
+        logits = self.teacher_logits(ids, mask, keep)
+        logps = selective_log_softmax(logits, output["completion_ids"])
+        return logps, (entropy_from_logits(logits) if entropy else None)
+
+    def teacher_logits(self, input_ids: Any, attention_mask: Any, keep: int) -> Any:
+        """The teacher's next-token logits on the completion: with the trust region (official SDPO's
+        ``TrustRegionTeacher``) lerp(initial, live, teacher_update_rate), the initial student frozen."""
+        live = full_logits(self.teacher_model, input_ids, attention_mask, keep, self.temperature)
+        if self.initial_teacher is None:
+            return live
+        with torch.no_grad():
+            initial = full_logits(self.initial_teacher, input_ids, attention_mask, keep, self.temperature)
+        return torch.lerp(initial, live, self.sdpo.teacher_update_rate)
 
     def _teacher_guided_advantages(self, output: dict[str, Any], mode: str) -> Any:
         """Per-token advantages of the ``advantage_reshaping`` and ``reweighting`` hybrids."""
@@ -295,13 +324,7 @@ class SDPOTrainer(GRPOTrainer):
             / self.temperature
         )
         with torch.no_grad():
-            teacher_logits = full_logits(
-                self.teacher_model,
-                inputs["teacher_input_ids"],
-                inputs["teacher_attention_mask"],
-                keep,
-                self.temperature,
-            )
+            teacher_logits = self.teacher_logits(inputs["teacher_input_ids"], inputs["teacher_attention_mask"], keep)
         per_token = per_token_divergence(
             student_logits,
             teacher_logits,

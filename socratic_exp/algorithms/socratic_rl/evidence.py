@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 ORDER = 6
 NAME = "Socratic-RL"
 PROMISES = (Promise("socratic_rl/best_utility", 0.05, "a viewpoint in context lifts accuracy"),)
+SOCRATIC_RL = ("algorithm.", "distiller.", "teacher.")  # the whole method: its loop, its distiller, its teacher
 CLAIMS = (
     Claim("socratic_rl_kl>grpo", "Socratic-RL, Sec. 3.4 (hypothesis)", "viewpoints distilled by KL beat GRPO",
-          "socratic_rl_kl", "grpo", hypothesis=True),
+          "socratic_rl_kl", "grpo", hypothesis=True, changes=SOCRATIC_RL),
     Claim("socratic_rl_dpo>grpo", "Socratic-RL, Sec. 3.4 (hypothesis)", "viewpoints distilled by DPO beat GRPO",
-          "socratic_rl_dpo", "grpo", hypothesis=True),
+          "socratic_rl_dpo", "grpo", hypothesis=True, changes=SOCRATIC_RL),
     Claim("socratic_rl_sft>grpo", "Socratic-RL, Sec. 3.4 (hypothesis)", "viewpoints distilled by SFT beat GRPO",
-          "socratic_rl_sft", "grpo", hypothesis=True),
+          "socratic_rl_sft", "grpo", hypothesis=True, changes=SOCRATIC_RL),
 )  # fmt: skip
 
 

@@ -26,21 +26,30 @@ PROMISES = (
     Promise("socraticpo/guided_fix_rate", 0.40, "guidance corrects a substantial share of wrong first attempts"),
     Promise("socraticpo/guidance_gain", 0.20, "... clearly more than the fixed retry line does"),
 )
+# SocraticPO's guided interactive rollout: its settings and the teacher (against an arm with neither)
+GUIDED_ROLLOUT = ("algorithm._target_", "algorithm.guidance", "algorithm.max_attempts", "algorithm.retry_prompt",
+                  "algorithm.reward_decay", "algorithm.teacher_kl_every", "teacher.")  # fmt: skip
 CLAIMS = (
-    Claim("socraticpo>grpo", "SocraticPO, Table 2", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
-          "grpo"),
+    Claim("socraticpo>grpo", "SocraticPO, Table 1", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
+          "grpo", changes=GUIDED_ROLLOUT,
+          differences="the backend: REINFORCE++ (backend, the KL to the initial policy in the return, advantages "
+          "normalised over the batch: normalize_over, advantage_eps) for GRPO's group-normalised advantages; "
+          "socraticpo>reinforce_pp changes the guided rollout alone"),
     Claim("socraticpo>without_tg", "SocraticPO, Table 2", "the teacher's guidance beats a fixed retry prompt",
-          "socraticpo", "socraticpo_without_tg"),
+          "socraticpo", "socraticpo_without_tg", changes=("algorithm.guidance",)),
     Claim("socraticpo>without_rd", "SocraticPO, Table 2", "reward decay beats full reward for late corrections",
-          "socraticpo", "socraticpo_without_rd", margin=0.0567,
+          "socraticpo", "socraticpo_without_rd", changes=("algorithm.reward_decay",), margin=0.0567,
           margin_source="the paper's effect: 0.7624 with reward decay, 0.7057 without (Table 2, Qwen3.5-27B teacher)"),
     Claim("socraticpo>reinforce_pp", "SocraticPO, Table 1", "guided rollouts beat their Reinforce++ backend alone",
-          "socraticpo", "reinforce_pp", margin=0.0236,
-          margin_source="the paper's effect: Reinforce++ 0.7388, SocraticPO 0.7624 (Table 1, Qwen3.5-27B teacher)"),
+          "socraticpo", "reinforce_pp", changes=GUIDED_ROLLOUT, margin=0.0236,
+          margin_source="the paper's effect: Reinforce++ 0.7388, SocraticPO 0.7624 (Table 1, Qwen3.5-27B teacher)",
+          differences="none in effect: the same REINFORCE++ named by each algorithm's settings (backend; kl_coef "
+          "null is REINFORCE++'s 0.01; baseline none; normalize_over attempts is responses with one attempt)"),
     Claim("composition>socraticpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat SocraticPO",
-          "composition", "socraticpo"),
+          "composition", "socraticpo", changes=("sampler.", "algorithm.entropy_mask.")),
     Claim("composition>grpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat GRPO", "composition",
-          "grpo"),
+          "grpo", changes=(*GUIDED_ROLLOUT, "sampler.", "algorithm.entropy_mask."),
+          differences="SocraticPO's REINFORCE++ backend (backend, normalize_over, advantage_eps), as socraticpo>grpo"),
 )  # fmt: skip
 
 

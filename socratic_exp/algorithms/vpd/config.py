@@ -32,8 +32,12 @@ class VPD(SDPO):
     teacher_weights: Literal["shared", "copy"] = setting(
         "shared", "paper: shared (the student with the feedback in context) | copy: a separate teacher (ours)"
     )
-    ema_update_rate: float = setting(
-        0.0, "copy: moved this share toward the student after each M-step (shared: must be 0)", ge=0.0, le=1.0
+    # Our reading (docs/sdpo-vpd.md): the paper names no regularisation of the M-step's teacher; its one teacher
+    # regulariser is the E-step's trust region to the current student, and its one network rules out an EMA copy.
+    # The official SDPO code always regularises (EMA 0.05 by default): ema / trust_region are that code's modes.
+    teacher_regularization: Literal["none", "ema", "trust_region"] = setting(
+        "none",
+        "our reading: none (the live shared teacher) | ema (teacher_weights=copy) | trust_region (official SDPO's)",
     )
     feedback_on_success: bool = setting(
         True, "paper: successful rollouts get the environment's verdict as their context (C+ of the E-step)"

@@ -23,7 +23,7 @@ gradient (tests/test_vpd.py).
 **Teacher weights.** ``teacher_weights=shared`` (the paper's): the teacher is the student with the feedback in
 context, so the E-step updates the student's weights on feedback-conditioned sequences (its own AdamW, the E-step's
 state: 2 copies of the trainable parameters). ``copy``: the teacher has its own weights, refined by the E-step and,
-with ``ema_update_rate`` > 0, moved toward the student after every M-step. ``reference_prior=fixed`` adds a frozen
+with ``teacher_update_rate`` > 0, moved toward the student after every M-step. ``reference_prior=fixed`` adds a frozen
 initial student (with LoRA: the base model, adapters off, no copy). With LoRA the E-step trains the teacher's adapter
 only (the student's own for ``shared``, a second one for ``copy``; ``SDPOTrainer._lora_teacher``).
 
@@ -181,10 +181,5 @@ class VPDTrainer(SDPOTrainer):
 
     def teacher_sequence_logps(self, output: dict[str, Any], tokens: Any) -> Any:
         """log q_phi(y | x, C) per rollout, with the teacher's gradient."""
-        logps, _, _ = self._get_per_token_logps_and_entropies(
-            self.teacher_model,
-            output["teacher_input_ids"],
-            output["teacher_attention_mask"],
-            output["completion_ids"].size(1),
-        )
+        logps, _ = self.teacher_logps(output)
         return (logps * tokens).sum(1)

@@ -25,7 +25,7 @@ PROMISES = (
 )
 CLAIMS = (
     Claim("goldilocks>grpo", "Goldilocks RL", "difficulty-aware prompt sampling beats uniform sampling", "goldilocks",
-          "grpo"),
+          "grpo", changes=("sampler.",)),
 )  # fmt: skip
 
 
