@@ -289,6 +289,29 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     assert "+0.030 [+0.010, +0.050]" in markdown and "**not run (entropy_random missing)**" in markdown
 
 
+def test_the_arms_table_gives_accuracy_by_step_and_when_each_run_collapsed(tmp_path):
+    """VPD's "delays SDPO's collapse": a run collapses at its first evaluation 10 points or more below step 0."""
+    from socratic_exp.study.evidence import Arms, arm_rows, collapse_step
+
+    root = tmp_path / "sweep"
+    make_run(root, 0, "sdpo", 0, [(0, 0.70, 0.0), (20, 0.62, 10.0), (40, 0.59, 20.0), (60, 0.30, 30.0)])
+    make_run(root, 1, "sdpo", 1, [(0, 0.60, 0.0), (20, 0.50, 10.0), (40, 0.40, 20.0), (60, 0.20, 30.0)])
+    make_run(root, 2, "vpd_dynamic", 0, [(0, 0.70, 0.0), (20, 0.75, 10.0), (40, 0.61, 20.0), (60, 0.60, 30.0)])
+    make_run(root, 3, "vpd_dynamic", 1, [(0, 0.60, 0.0), (20, 0.55, 10.0), (40, 0.58, 20.0), (60, 0.52, 30.0)])
+    (root / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task:\n    - +sweep=evidence\n    - model.warmstart_seed=${seed}\n"
+    )
+    runs = find_runs([root])
+    # sdpo: seed 0 is 0.08 below at step 20, 0.11 at 40; seed 1 exactly 0.10 at 20. vpd: seed 0 0.10 below at 60
+    assert sorted(collapse_step(run) for run in runs if run.overrides["evidence_arm"] == "sdpo") == [20, 40]
+    rows = {row["arm"]: row for row in arm_rows(Arms.of(runs))}
+    assert (rows["sdpo"]["collapsed"], rows["sdpo"]["collapse_step mean"]) == (2, 30.0)
+    assert (rows["vpd_dynamic"]["collapsed"], rows["vpd_dynamic"]["collapse_step mean"]) == (1, 60.0)
+    assert rows["vpd_dynamic"]["accuracy by step"] == "0: 0.650, 20: 0.650, 40: 0.595, 60: 0.560"
+    board = write_scoreboard(runs, tmp_path / "out")
+    assert "Sweep: `python -m socratic_exp +sweep=evidence 'model.warmstart_seed=${seed}'`" in board.markdown
+
+
 def test_b_is_read_at_as_final_step_and_says_so_when_it_has_no_evaluation_there(tmp_path):
     root = tmp_path / "sweep"
     for seed in range(2):

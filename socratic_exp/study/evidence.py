@@ -42,6 +42,7 @@ BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at e
 MARGIN = 0.02  # the smallest effect the verdict cares about (2 points of accuracy)
 SIGNS = {"better": ">", "not_worse": ">=", "worse": "<"}  # how a claim's comparison reads
 ALPHA = 0.05  # the family-wise error rate of the Holm-adjusted verdicts (the raw intervals are 95%)
+COLLAPSE_DROP = 0.10  # a run has collapsed at its first evaluation this far below its accuracy before training
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy); beyond 30, df 30's (a bit wider)
 # fmt: off
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -170,6 +171,16 @@ def within_time(run: Run, seconds: float) -> tuple[dict[str, Any] | None, bool]:
     return (found[-1] if found else None), timed[-1][TIME] < seconds
 
 
+def collapse_step(run: Run) -> int | None:
+    """The step of the run's first evaluation ``COLLAPSE_DROP`` or more below its accuracy at step 0 (None if it
+    never falls that far, or has no evaluation at step 0): VPD's "steps until collapse"."""
+    found = evaluations(run)
+    if not found or found[0]["step"] != 0:
+        return None
+    start = found[0][METRIC]
+    return next((r["step"] for r in found[1:] if r[METRIC] <= start - COLLAPSE_DROP + 1e-12), None)
+
+
 def final_step(run: Run) -> int:
     steps = run.summary.get("steps")
     return int(steps) if isinstance(steps, int | float) else (evaluations(run) or [{"step": 0}])[-1]["step"]
@@ -282,12 +293,14 @@ def score(claim: Claim, arms: Arms) -> Row:
 
 
 def arm_rows(arms: Arms) -> list[dict[str, Any]]:
-    """Per arm: completed and failed runs, steps, final accuracy, training and whole-job wall time (means)."""
+    """Per arm: completed and failed runs, steps, final accuracy, the mean accuracy at each evaluated step, how many
+    runs collapsed and when, training and whole-job wall time (means)."""
     rows = []
     for arm in sorted(set(arms.runs) | set(arms.failed), key=_arm_order):
         runs = list(arms.runs.get(arm, {}).values())
         mean = lambda values: statistics.fmean(values) if values else math.nan  # noqa: E731
         accuracy = [v for v in (run.value(METRIC) for run in runs) if v is not None]
+        collapses = [collapse_step(run) for run in runs]
         rows.append({
             "arm": arm,
             "n": len(runs),
@@ -295,10 +308,23 @@ def arm_rows(arms: Arms) -> list[dict[str, Any]]:
             "steps": mean([final_step(run) for run in runs]),
             f"{METRIC} mean": mean(accuracy),
             f"{METRIC} std": statistics.stdev(accuracy) if len(accuracy) > 1 else math.nan,
+            "accuracy by step": accuracy_by_step(runs),
+            "collapsed": sum(step is not None for step in collapses),
+            "collapse_step mean": mean([step for step in collapses if step is not None]),
             "train_seconds mean": mean([v for v in (run.value(TIME) for run in runs) if v is not None]),
             "job_seconds mean": mean([v for v in (run.value("wall_time_s") for run in runs) if v is not None]),
         })  # fmt: skip
     return rows
+
+
+def accuracy_by_step(runs: Sequence[Run]) -> str:
+    """The mean accuracy at each step every run evaluated, as "step: accuracy" pairs."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for run in runs:
+        for record in evaluations(run):
+            by_step[int(record["step"])].append(record[METRIC])
+    shared = [step for step, values in sorted(by_step.items()) if len(values) == len(runs)]
+    return ", ".join(f"{step}: {statistics.fmean(by_step[step]):.3f}" for step in shared)
 
 
 def _arm_order(arm: str) -> tuple[int, str]:
@@ -347,8 +373,26 @@ def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
     return markdown_table(["claim", "source", "statement", "arms"], rows)
 
 
+def sweep_commands(runs: Sequence[Run]) -> list[str]:
+    """The command of each sweep the runs come from, from its ``multirun.yaml`` (the launch's overrides)."""
+    import yaml
+
+    commands = []
+    for folder in sorted({run.path.parent for run in runs}):
+        launch = folder / "multirun.yaml"
+        if launch.is_file():  # read as written: its interpolations (${seed}) are the command's
+            overrides = ((yaml.safe_load(launch.read_text()) or {}).get("hydra") or {}).get("overrides", {})
+            overrides = overrides.get("task") or []
+            commands.append("python -m socratic_exp " + " ".join(f"'{o}'" if "$" in o else o for o in overrides))
+    return commands
+
+
 def scoreboard_markdown(
-    rows: Sequence[Row], arm_table: Sequence[dict[str, Any]], source: str, commits: Sequence[str] = ()
+    rows: Sequence[Row],
+    arm_table: Sequence[dict[str, Any]],
+    source: str,
+    commits: Sequence[str] = (),
+    commands: Sequence[str] = (),
 ) -> str:
     header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
               "Holm-adjusted [CI] (p, p Holm)", "verdict (Holm)", "A - B, equal time [95% CI]", "verdict (time)",
@@ -361,16 +405,21 @@ def scoreboard_markdown(
                                  r.notes])).replace("|", "/")]
         for r in rows
     ]  # fmt: skip
-    arm_header = ["arm", "n", "failed", "steps", f"{METRIC} (mean +- std)", "training s (mean)", "job s (mean)"]
+    arm_header = ["arm", "n", "failed", "steps", f"{METRIC} (mean +- std)", "by step (mean)",
+                  f"collapsed (>= {COLLAPSE_DROP * 100:.0f} points below step 0): runs, mean step",
+                  "training s (mean)", "job s (mean)"]  # fmt: skip
     arms = [
         [a["arm"], a["n"], a["failed"], number(a["steps"], 0),
          f"{number(a[f'{METRIC} mean'])}" + (f" +- {a[f'{METRIC} std']:.3f}" if a["n"] > 1 else ""),
+         a["accuracy by step"], f"{a['collapsed']}" + (f", {a['collapse_step mean']:.0f}" if a["collapsed"] else ""),
          number(a["train_seconds mean"], 1), number(a["job_seconds mean"], 1)]
         for a in arm_table
     ]  # fmt: skip
+    sweeps = "; ".join(f"`{command}`" for command in commands) or "not recorded"
     return (
-        f"# Evidence scoreboard\n\nRuns from: {source}\n\nCode: {', '.join(commits) or 'not recorded'} (the runs' "
-        "`git_commit`; each run's composed config is in its `summary.json`)\n\n"
+        f"# Evidence scoreboard\n\nRuns from: {source}\n\nSweep: {sweeps}\n\nCode: "
+        f"{', '.join(commits) or 'not recorded'} (the runs' `git_commit`; each run's composed config is in its "
+        "`summary.json`)\n\n"
         f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
         "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
         f"training time (`{TIME}`, evaluations excluded) is at most A's. Verdict (fixed in advance): a claim that A "
@@ -444,7 +493,7 @@ def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim]
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"
     commits = sorted({str(run.summary["git_commit"]) for run in runs if run.summary.get("git_commit")})
-    markdown = scoreboard_markdown(rows, arm_table, source, commits)
+    markdown = scoreboard_markdown(rows, arm_table, source, commits, sweep_commands(runs))
     write_csv(out_dir / "scoreboard.csv", [csv_row(row) for row in rows])
     files = [out_dir / "scoreboard.md", out_dir / "scoreboard.csv"]
     if arm_table:
