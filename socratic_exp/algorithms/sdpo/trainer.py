@@ -14,10 +14,13 @@ rollout code all live on ``GRPOTrainer``. The feedback context is built here rat
 after the rollout.
 
 **Departures from TRL's SDPO (settings keep TRL's defaults unless said).** Feedback sources beyond TRL's two
-(``teacher``); completion-style templates (``context_style=plain``, see ``contexts.py``); ``teacher_weights``:
-``shared`` (TRL's ``live``) or ``copy``, which ``teacher_update_rate`` moves toward the student after every step (TRL's
-``ema``; 0 keeps the initial student, TRL's ``base``); ``loss_aggregation=token_mean`` (the official code's) next to
-TRL's per-sequence mean; ``topk`` capped at the vocabulary; the hybrid baselines of the VPD paper's Appendix B:
+(``teacher``); completion-style templates (``context_style=plain``, see ``contexts.py``); ``teacher_weights``
+``shared`` or ``copy`` with the official code's ``teacher_regularization``: ``ema`` (the copy moved
+``teacher_update_rate`` toward the student after every step, TRL's ``ema``), ``none`` (shared: TRL's ``live``; copy:
+the initial student, TRL's ``base``) or ``trust_region`` (shared: the logits lerp(initial student, student,
+``teacher_update_rate``), the official ``TrustRegionTeacher``); ``loss_aggregation=token_mean`` (the official
+code's) next to TRL's per-sequence mean; ``topk`` capped at the vocabulary; the hybrid baselines of the VPD paper's
+Appendix B:
 
 - ``joint``: ``distill_weight * L_SDPO + rl_weight * L_GRPO`` (B.23), with TRL's GRPO loss (``loss_type``, ``beta``...),
   which scores the student in a second forward pass.
@@ -100,7 +103,6 @@ class SDPOTrainer(GRPOTrainer):
         self._rows: list[dict[str, Any]] = []
         super().__init__(*args, **kwargs)
         student = self.accelerator.unwrap_model(self.model)
-        ema = sdpo.teacher_regularization == "ema"
         if is_lora(student):
             self.teacher_model = self._lora_teacher(student)
         elif sdpo.teacher_weights == "shared":
@@ -109,7 +111,7 @@ class SDPOTrainer(GRPOTrainer):
             from socratic_exp.models.base import frozen_copy
 
             self.teacher_model = frozen_copy(student)
-            if ema:
+            if sdpo.teacher_regularization == "ema":
                 self.add_callback(EMATeacherCallback(self))
         # official SDPO's trust-region teacher: the live (shared) teacher's logits mixed with the initial student's
         self.initial_teacher = None
@@ -155,22 +157,22 @@ class SDPOTrainer(GRPOTrainer):
         own = self.teacher_model if is_lora(student) else student
         parameters = sum(p.numel() for p in own.parameters())
         size_mb = sum(p.numel() * p.element_size() for p in own.parameters()) / 2**20
-        copy = self.sdpo.teacher_weights == "copy"
-        if copy:
+        if self.sdpo.teacher_weights == "copy":
+            extra = size_mb
             description = (
                 f"teacher = a copy of the student{' adapter' if own is not student else ''} "
                 f"({parameters:,} parameters, +{size_mb:.1f} MB)"
             )
         elif self.initial_teacher is not None:
-            initial_mb = 0.0 if is_lora(student) else size_mb  # with LoRA the initial student is the base model
+            extra = 0.0 if is_lora(student) else size_mb  # with LoRA the initial student is the base model
             description = (
                 f"teacher = the student's logits mixed with the initial student's (trust region, "
-                f"{self.sdpo.teacher_update_rate:g} live; +{initial_mb:.1f} MB)"
+                f"{self.sdpo.teacher_update_rate:g} live; +{extra:.1f} MB)"
             )
-            return {"copy_mb": initial_mb, "description": description}
         else:
+            extra = 0.0
             description = "teacher = the student's own weights with the feedback in context (no extra memory)"
-        return {"copy_mb": size_mb if copy else 0.0, "description": description}
+        return {"copy_mb": extra, "description": description}
 
     # --- rollout: contexts, hybrid advantages -------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,7 +23,10 @@ gradient (tests/test_vpd.py).
 **Teacher weights.** ``teacher_weights=shared`` (the paper's): the teacher is the student with the feedback in
 context, so the E-step updates the student's weights on feedback-conditioned sequences (its own AdamW, the E-step's
 state: 2 copies of the trainable parameters). ``copy``: the teacher has its own weights, refined by the E-step and,
-with ``teacher_update_rate`` > 0, moved toward the student after every M-step. ``reference_prior=fixed`` adds a frozen
+with ``teacher_regularization=ema``, moved toward the student after every M-step. ``teacher_regularization``
+defaults to ``none`` (our reading: the paper regularises the teacher through the E-step's trust region only);
+``trust_region`` mixes the shared teacher's logits with a frozen initial student's (official SDPO's mode), and the
+E-step's gradient then reaches the student's weights through their share. ``reference_prior=fixed`` adds a frozen
 initial student (with LoRA: the base model, adapters off, no copy). With LoRA the E-step trains the teacher's adapter
 only (the student's own for ``shared``, a second one for ``copy``; ``SDPOTrainer._lora_teacher``).
 
