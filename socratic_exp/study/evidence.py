@@ -193,24 +193,27 @@ def seed_of(run: Run) -> int | None:
 
 @dataclass
 class Arms:
-    """The completed runs of each arm by seed, and the failed (or interrupted) ones counted."""
+    """The completed runs of each arm by seed, the failed (or interrupted) ones counted, and every arm with a run."""
 
     runs: dict[str, dict[int, Run]]
     failed: dict[str, int]
+    swept: frozenset[str] = frozenset()  # arms with any run folder (completed, failed or under way)
 
     @classmethod
     def of(cls, runs: Sequence[Run]) -> Arms:
         by_arm: dict[str, dict[int, Run]] = defaultdict(dict)
         failed: dict[str, int] = defaultdict(int)
+        swept = set()
         for run in runs:
             arm, seed = run.overrides.get(ARM_KEY), seed_of(run)
             if arm is None or seed is None:
                 continue
+            swept.add(arm)
             if run.status == "completed":
                 by_arm[arm][seed] = run
             elif run.status != "running":  # a sweep still under way is not a failure
                 failed[arm] += 1
-        return cls(dict(by_arm), dict(failed))
+        return cls(dict(by_arm), dict(failed), frozenset(swept))
 
 
 # --- the scoreboard ----------------------------------------------------------------------------------------------
@@ -393,6 +396,7 @@ def scoreboard_markdown(
     source: str,
     commits: Sequence[str] = (),
     commands: Sequence[str] = (),
+    elsewhere: Sequence[Claim] = (),
 ) -> str:
     header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
               "Holm-adjusted [CI] (p, p Holm)", "verdict (Holm)", "A - B, equal time [95% CI]", "verdict (time)",
@@ -428,13 +432,21 @@ def scoreboard_markdown(
         f"(>=) is reproduced when the lower bound is > -{MARGIN}, not reproduced when the upper bound is < 0. Holm: "
         f"the claims ranked by p-value, the k-th of m judged on its interval at level 1 - {ALPHA} / (m - k + 1), "
         "so that the verdicts together keep a 5% family-wise error rate.\n\n"
-        f"{markdown_table(header, table)}\n\n## Arms\n\nFinal accuracy at each arm's own last step ({BASELINE}: "
+        f"{markdown_table(header, table)}\n\n{_elsewhere_text(elsewhere)}"
+        f"## Arms\n\nFinal accuracy at each arm's own last step ({BASELINE}: "
         f"its longer run); wall time: training (final `{TIME}`) and the whole job (`wall_time_s`: loading and "
         f"evaluations included).\n\n{markdown_table(arm_header, arms)}\n"
     )
 
 
 # --- plots -------------------------------------------------------------------------------------------------------
+def _elsewhere_text(claims_left_out: Sequence[Claim]) -> str:
+    if not claims_left_out:
+        return ""
+    names = ", ".join(f"`{claim.id}`" for claim in claims_left_out)
+    return f"Not in this sweep (an arm of theirs has no run here): {names}.\n\n"
+
+
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
     """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI."""
     figure, ax = pyplot().subplots(figsize=(8, 0.45 * len(rows) + 1.4))
@@ -487,13 +499,17 @@ class Scoreboard:
 def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim] | None = None) -> Scoreboard:
     """Score every claim (or those ``scored``) on ``runs`` and write the scoreboard's files into ``out_dir``."""
     arms = Arms.of(runs)
-    rows = [score(claim, arms) for claim in (claims() if scored is None else scored)]
+    chosen = claims() if scored is None else scored
+    # a claim whose arm the sweep never ran is another sweep's (e.g. the sparse regime's few arms); an arm whose
+    # runs all failed stays a row, "not run"
+    elsewhere = [claim for claim in chosen if not {claim.a, claim.b} <= arms.swept]
+    rows = [score(claim, arms) for claim in chosen if claim not in elsewhere]
     holm_adjust(rows)
     arm_table = arm_rows(arms)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"
     commits = sorted({str(run.summary["git_commit"]) for run in runs if run.summary.get("git_commit")})
-    markdown = scoreboard_markdown(rows, arm_table, source, commits, sweep_commands(runs))
+    markdown = scoreboard_markdown(rows, arm_table, source, commits, sweep_commands(runs), elsewhere)
     write_csv(out_dir / "scoreboard.csv", [csv_row(row) for row in rows])
     files = [out_dir / "scoreboard.md", out_dir / "scoreboard.csv"]
     if arm_table:
