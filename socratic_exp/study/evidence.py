@@ -448,9 +448,14 @@ def _elsewhere_text(claims_left_out: Sequence[Claim]) -> str:
 
 
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
-    """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI."""
+    """One line per claim: A - B at equal rollouts (circle, its Holm-adjusted interval shaded behind) and at equal
+    time (square), each with its 95% CI, and the claim's margin (dashed: a "better" claim is not reproduced below
+    it, a "not worse" one reproduced above it)."""
     figure, ax = pyplot().subplots(figsize=(8, 0.45 * len(rows) + 1.4))
     for index, row in enumerate(rows):
+        if row.holm is not None:  # the Holm-adjusted interval, wider, behind the raw one
+            ax.plot([row.holm.low, row.holm.high], [index - 0.13] * 2, color="C0", lw=5, alpha=0.2,
+                    label="equal rollouts, Holm-adjusted" if index == 0 else None)  # fmt: skip
         shown = ((row.rollouts, -0.13, "o", "C0", "equal rollouts"), (row.time, 0.13, "s", "C1", "equal time"))
         for interval, offset, marker, color, label in shown:
             if interval is None or not interval.n:
@@ -459,9 +464,10 @@ def plot_forest(rows: Sequence[Row], path: Path) -> Path:
                 ax.plot([interval.low, interval.high], [index + offset] * 2, color=color, lw=1.5)
             ax.plot(interval.mean, index + offset, marker=marker, color=color, label=label if index == 0 else None)
     ax.axvline(0.0, color="black", lw=0.8)
-    ax.axvline(MARGIN, color="grey", lw=0.8, ls="--", label=f"+{MARGIN}: 'better' not reproduced below")
-    if any(row.claim.kind == "not_worse" for row in rows):
-        ax.axvline(-MARGIN, color="grey", lw=0.8, ls=":", label=f"-{MARGIN}: 'not worse' reproduced above")
+    for index, row in enumerate(rows):  # each claim's own margin (its paper's effect, or 2 points)
+        edge = -row.claim.margin if row.claim.kind in ("not_worse", "worse") else row.claim.margin
+        ax.plot([edge] * 2, [index - 0.35, index + 0.35], color="grey", lw=1.2, ls="--",
+                label="the claim's margin" if index == 0 else None)  # fmt: skip
     labels = [f"{r.claim.id}" + ("" if r.status == "run" else " (not run)") for r in rows]
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
