@@ -390,6 +390,13 @@ def sweep_commands(runs: Sequence[Run]) -> list[str]:
     return commands
 
 
+def _elsewhere_text(claims_left_out: Sequence[Claim]) -> str:
+    if not claims_left_out:
+        return ""
+    names = ", ".join(f"`{claim.id}`" for claim in claims_left_out)
+    return f"Not in this sweep (an arm of theirs has no run here): {names}.\n\n"
+
+
 def scoreboard_markdown(
     rows: Sequence[Row],
     arm_table: Sequence[dict[str, Any]],
@@ -426,10 +433,12 @@ def scoreboard_markdown(
         "`summary.json`)\n\n"
         f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
         "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
-        f"training time (`{TIME}`, evaluations excluded) is at most A's. Verdict (fixed in advance): a claim that A "
-        f"beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is < {MARGIN} "
-        f"(an effect of {MARGIN * 100:.0f} points is excluded), inconclusive otherwise; a claim that A does no worse "
-        f"(>=) is reproduced when the lower bound is > -{MARGIN}, not reproduced when the upper bound is < 0. Holm: "
+        f"training time (`{TIME}`, evaluations excluded) is at most A's. Verdict (fixed in advance), with each "
+        f"claim's margin (its paper's effect where it reports one, else {MARGIN}; `margin` in scoreboard.csv): a "
+        "claim that A beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is below "
+        "the margin (an effect that size is excluded), inconclusive otherwise; a claim that A does no worse (>=) is "
+        "reproduced when the lower bound is above minus the margin, not reproduced when the upper bound is < 0; a "
+        "claim that A is behind B (<) is the mirror of 'beats'. Holm: "
         f"the claims ranked by p-value, the k-th of m judged on its interval at level 1 - {ALPHA} / (m - k + 1), "
         "so that the verdicts together keep a 5% family-wise error rate.\n\n"
         f"{markdown_table(header, table)}\n\n{_elsewhere_text(elsewhere)}"
@@ -440,13 +449,6 @@ def scoreboard_markdown(
 
 
 # --- plots -------------------------------------------------------------------------------------------------------
-def _elsewhere_text(claims_left_out: Sequence[Claim]) -> str:
-    if not claims_left_out:
-        return ""
-    names = ", ".join(f"`{claim.id}`" for claim in claims_left_out)
-    return f"Not in this sweep (an arm of theirs has no run here): {names}.\n\n"
-
-
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
     """One line per claim: A - B at equal rollouts (circle, its Holm-adjusted interval shaded behind) and at equal
     time (square), each with its 95% CI, and the claim's margin (dashed: a "better" claim is not reproduced below
