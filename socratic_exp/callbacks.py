@@ -15,12 +15,13 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from socratic_exp import distributed
-from socratic_exp.console import log_step_metrics
+from socratic_exp.console import PROGRESS_LOG, WorkProgress, log_step_metrics
 from socratic_exp.secrets import scrub_training_args
 
 TRACKER_POSITION = "tracker_position.json"
 TRAIN_CLOCK = "train_clock.json"
 TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
+LARGE_MODEL_PARAMETERS = 50_000_000  # a checkpoint from this size on (200 MB in float32) is announced on the console
 
 log = logging.getLogger("socratic_exp")
 
@@ -64,10 +65,12 @@ class MetricsFileCallback(TrainerCallback):
 
 
 class ProgressDisplayCallback(TrainerCallback):
-    """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink)."""
+    """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink), and says
+    when a checkpoint of a large model is being written (seconds to minutes of no step)."""
 
     def __init__(self, display: ProgressDisplay):
         self.display = display
+        self._saving: float | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
@@ -79,6 +82,16 @@ class ProgressDisplayCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.display.advance(state.global_step)
+            model = kwargs.get("model")
+            if control.should_save and model is not None and model.num_parameters() >= LARGE_MODEL_PARAMETERS:
+                self.display.flush()
+                self._saving = time.monotonic()
+                logging.getLogger(PROGRESS_LOG).info("saving the checkpoint of step %d", state.global_step)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._saving is not None:
+            seconds, self._saving = time.monotonic() - self._saving, None
+            logging.getLogger(PROGRESS_LOG).info("checkpoint of step %d saved in %.0f s", state.global_step, seconds)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.display.flush()  # after MetricsFileCallback (added before): the line shows this step's numbers
@@ -86,6 +99,28 @@ class ProgressDisplayCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.display.close()
+
+
+class PhaseProgressCallback(TrainerCallback):
+    """A short TRL phase's optimizer steps (``trl_phases``) as the console's other long work (``WorkProgress``, main
+    process only): a line when it starts, every tenth, when it ends."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.work: WorkProgress | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.work = WorkProgress(self.name, state.max_steps, "steps")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.work is not None:
+            self.work.update(state.global_step)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.work is not None:
+            self.work.close()
+            self.work = None
 
 
 class TrackerPositionCallback(TrainerCallback):
@@ -185,7 +220,7 @@ class CollapseGuard:
     def final(self, step: int, evaluator: Evaluator, student: Student) -> dict[str, Any]:
         """The final held-out evaluation at ``step``; after a collapse (training stopped by this guard, or this
         evaluation falling too far) the best weights are put back and evaluated as the final model."""
-        final = None if self.stopped_at is not None else evaluator.evaluate(student)
+        final = None if self.stopped_at is not None else evaluator.evaluate(student, stage="after training")
         if final is None or self.observe(step, final, student.model):
             self.restore(student.model)
             log.warning(
@@ -197,7 +232,7 @@ class CollapseGuard:
                 self.best_step,
                 self.stopped_at,
             )
-            final = evaluator.evaluate(student)
+            final = evaluator.evaluate(student, stage="of the best weights")
         return final
 
     def summary(self) -> dict[str, Any]:
@@ -276,7 +311,7 @@ class PeriodicEvalCallback(TrainerCallback):
         if self.every_steps and step % self.every_steps == 0 and step < state.max_steps:
             if self.clock is not None:
                 self.clock.stop()
-            metrics = self.evaluator.evaluate(self.student)
+            metrics = self.evaluator.evaluate(self.student, stage=f"at step {step}")
             if self.clock is not None:
                 metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
             if state.is_world_process_zero:

@@ -191,6 +191,59 @@ def method_signals() -> dict[str, tuple[Signal, ...]]:
     }
 
 
+_live = {"console": False}  # whether this process shows live bars (a run's console on a terminal: ProgressDisplay)
+
+
+def show_live_bars(live: bool) -> None:
+    """Whether ``WorkProgress`` draws live bars (a terminal that is the run's console) or logs plain lines."""
+    _live["console"] = live
+
+
+class WorkProgress:
+    """Progress of long work outside the training steps (an evaluation's generation, a premise measurement), in the
+    console's style: a live bar where the run's console is a terminal, elsewhere a plain line (``PROGRESS_LOG``: the
+    log file, and the console where it is not live) when the work starts, at every tenth of it and when it ends.
+
+    ``update(done, detail)`` takes the work done so far in ``unit`` (fractions allowed: a question half generated)
+    and a detail for the line (``batch 2/4, token 120/384``); it only compares numbers unless a line is due."""
+
+    def __init__(self, name: str, total: float, unit: str, *, clock: Callable[[], float] = time.monotonic):
+        self.name, self.total, self.unit, self.clock = name, max(total, 1e-9), unit, clock
+        self.started = clock()
+        self.done = 0.0
+        self.next_line = self.total / PLAIN_LINES
+        self._bar: Any = None
+        if _live["console"]:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=round(total), desc=name, unit=f" {unit}", leave=False, dynamic_ncols=True,
+                             mininterval=0.5, file=sys.stderr)  # fmt: skip
+        logging.getLogger(PROGRESS_LOG).info(self.line())
+
+    def update(self, done: float, detail: str = "") -> None:
+        moved, self.done = done - self.done, min(done, self.total)
+        if self._bar is not None:
+            self._bar.update(round(self.done) - self._bar.n)
+            if detail and moved:
+                self._bar.set_postfix_str(detail, refresh=False)
+        if self.done >= self.next_line:
+            self.next_line = (math.floor(self.done / self.total * PLAIN_LINES) + 1) * self.total / PLAIN_LINES
+            logging.getLogger(PROGRESS_LOG).info(self.line(detail))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def line(self, detail: str = "") -> str:
+        """``eval before training: greedy 32/100 questions | batch 2/4, token 120/384 | 0:45 elapsed, 1:30 left``."""
+        elapsed = self.clock() - self.started
+        left = elapsed / self.done * (self.total - self.done) if self.done > 0 else math.inf
+        shown = f"{self.done:.0f}/{self.total:.0f} {self.unit}"
+        parts = [f"{self.name} {shown}", detail, f"{_format_duration(elapsed)} elapsed, {_format_duration(left)} left"]
+        return " | ".join(part for part in parts if part)
+
+
 def _format_duration(seconds: float) -> str:
     if not math.isfinite(seconds) or seconds < 0:
         return "?"
@@ -219,6 +272,7 @@ class ProgressDisplay:
         self.stream = stream if stream is not None else sys.stderr
         self.console = console
         self.live = console and not verbose and (live if live is not None else _is_terminal(self.stream))
+        show_live_bars(self.live)
         self.clock = clock
         route(STEP_LOG, to_console=False)  # verbose: TRL's own printing is kept (drop_trainer_printing)
         route(PROGRESS_LOG, to_console=console and not self.live)
@@ -308,6 +362,7 @@ class ProgressDisplay:
 
     def close(self) -> None:
         self.flush()
+        show_live_bars(False)
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -72,14 +72,15 @@ class Evaluator:
         self.teacher = teacher if teacher is not None and settings.assisted_attempts > 1 else None
 
     def evaluate(
-        self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None
+        self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None, stage: str = ""
     ) -> dict[str, float]:
         """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics;
         with a teacher also the assisted accuracy and the teacher's counters (``{prefix}/teacher/...``).
 
         ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same. In a
         distributed launch each process answers its share of the questions and every process returns the metrics of
-        the whole split (collectives: every process calls this at the same point).
+        the whole split (collectives: every process calls this at the same point). Each pass reports its progress
+        under ``prefix`` and ``stage`` (``eval before training: greedy``).
         """
         settings = self.settings
         prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
@@ -91,7 +92,8 @@ class Evaluator:
             "batch_size": settings.batch_size,
             "instruction": self.task.instruction(),
         }
-        greedy = generate(student, mine, progress=f"{prefix}: greedy", **common)
+        label = f"{prefix} {stage}".strip()
+        greedy = generate(student, mine, progress=f"{label}: greedy", **common)
         verdicts = [self.task.verify(c, a) for c, a in zip(greedy, answers, strict=True)]
         # per question: greedy score, no readable answer (format errors, kept apart from wrong answers), ...
         results: list[dict[str, float]] = [
@@ -99,7 +101,7 @@ class Evaluator:
         ]
         teacher_counts: Counter[str] = Counter()
         if self.teacher is not None:
-            solved, teacher_counts = self._assisted(student, prefix, share[:own], mine, greedy, verdicts)
+            solved, teacher_counts = self._assisted(student, label, share[:own], mine, greedy, verdicts)
             for result, value in zip(results, solved, strict=False):
                 result["assisted_acc"] = value
         if settings.pass_k:
@@ -110,7 +112,7 @@ class Evaluator:
                 sample=True,
                 temperature=settings.temperature,
                 num_return_sequences=k,
-                progress=f"{prefix}: pass@{k}",
+                progress=f"{label}: pass@{k}",
                 seed=settings.sampling_seed,
                 **common,
             )
@@ -139,7 +141,7 @@ class Evaluator:
     def _assisted(
         self,
         student: Student,
-        prefix: str,
+        label: str,
         rows: list[int],
         prompts: list[str],
         greedy: list[str],
@@ -156,7 +158,8 @@ class Evaluator:
         instruction = self.task.instruction()
         contexts: list[Context] = [render_prompt(p, instruction, student.chat) for p in prompts]
         with self.teacher.separate_stats() as stats:
-            for _ in range(self.settings.assisted_attempts - 1):
+            attempts = self.settings.assisted_attempts
+            for attempt in range(2, attempts + 1):
                 active = [i for i, tries in enumerate(history) if tries[-1].score < 1.0]
                 width = most_on_any_process(len(active))
                 if not width:
@@ -170,7 +173,7 @@ class Evaluator:
                     padded,
                     max_new_tokens=self.settings.max_new_tokens,
                     batch_size=self.settings.batch_size,
-                    progress=f"{prefix}: assisted",
+                    progress=f"{label}: assisted attempt {attempt}/{attempts}",
                 )  # the contexts already hold the instruction: no ``instruction`` here
                 for i, completion in zip(active, retries, strict=False):
                     verdict = self.task.verify(completion, self.rows[rows[i]]["answer"])

@@ -44,10 +44,14 @@ def phase_args(
 
 def run_phase(trainer: Any, prefix: str, eval_dataset: Any = None) -> dict[str, float]:
     """Train; with ``eval_dataset`` also TRL's loss on it before and after (the phase's own objective on fixed
-    data, so "it lowered its loss" is measured, not read off noisy training logs)."""
+    data, so "it lowered its loss" is measured, not read off noisy training logs). Its steps are reported as the
+    console's other long work (``WorkProgress``), under ``prefix``."""
     from transformers import PrinterCallback
 
+    from socratic_exp.callbacks import PhaseProgressCallback
+
     trainer.remove_callback(PrinterCallback)  # the phase's figures are returned and logged by the run
+    trainer.add_callback(PhaseProgressCallback(prefix))
     started = time.perf_counter()
     metrics: dict[str, float] = {}
     if eval_dataset is not None:

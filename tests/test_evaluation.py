@@ -28,3 +28,29 @@ def test_evaluation_is_reproducible_and_does_not_touch_the_global_rng():
     assert {"eval/greedy_acc/d1", "eval/pass@3/d2", "eval/sampled_acc/d3"} <= set(first)
     assert all(0.0 <= value <= 1.0 for value in first.values())
     assert first["eval/pass@3"] >= first["eval/sampled_acc"]
+
+
+def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(caplog):
+    """Greedy, sampled and each assisted attempt report their progress under the evaluation's stage (lines, not
+    timings): a real model's evaluation takes minutes, and was silent."""
+    import logging
+
+    from socratic_exp.console import PROGRESS_LOG
+    from socratic_exp.teachers.rule import RuleTeacher
+
+    caplog.set_level(logging.INFO, logger=PROGRESS_LOG)
+    task = ArithmeticTask(train_size=10, eval_size=12, probe_size=0)
+    tokenizer = build_char_tokenizer()
+    torch.manual_seed(0)
+    model = TinyModel(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).build_untrained(tokenizer)
+    student = Student(model=model, tokenizer=tokenizer, path="")
+    settings = EvalSettings(batch_size=5, max_new_tokens=8, pass_k=2, assisted_attempts=3)
+    teacher = RuleTeacher()
+    teacher.attach(task, student)
+    Evaluator(task, task.build()["eval"], settings, teacher).evaluate(student, stage="at step 25")
+    lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOG]
+    for name in ("greedy", "pass@2", "assisted attempt 2/3"):
+        mine = [line for line in lines if line.startswith(f"eval at step 25: {name} ")]
+        assert mine[0].startswith(f"eval at step 25: {name} 0/12 questions")
+        assert mine[-1].startswith(f"eval at step 25: {name} 12/12 questions | batch 3/3")
+        assert any("batch 1/3, token " in line for line in mine)  # inside a batch, token by token

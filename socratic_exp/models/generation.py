@@ -3,8 +3,9 @@ batched generation that leaves training's random state and the model's train/eva
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from socratic_exp.distributed import full_parameters, world_size
 from socratic_exp.models.base import is_sharded
@@ -43,12 +44,11 @@ def generate(
     """Batched generation; returns ``len(prompts) * num_return_sequences`` completions (prompt-major order).
 
     With ``seed``, sampling draws from its own seeded generator state and leaves the caller's (training's)
-    random state untouched, so evaluations are comparable across runs and do not perturb training.
+    random state untouched, so evaluations are comparable across runs and do not perturb training. With
+    ``progress`` (a name), the main process reports the questions done as the tokens come
+    (``console.WorkProgress``): a batch of a real model can take minutes.
     """
-    import sys
-
     import torch
-    from tqdm.auto import tqdm
 
     model, tokenizer = student.model, student.tokenizer
     was_training = model.training
@@ -61,12 +61,12 @@ def generate(
     synced = sharded and world_size() > 1
     # FSDP2 writes the gathered weights into buffers that inference mode would mark read-only for later steps
     no_grad = torch.no_grad if sharded else torch.inference_mode
+    counter = TokenProgress(progress, len(prompts), batch_size, max_new_tokens) if progress else None
     try:
         with full_parameters(model), torch.random.fork_rng(devices=devices, enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(seed)
-            quiet = progress is None or not sys.stderr.isatty()  # transient bars: terminals only, not log files
-            for start in tqdm(range(0, len(prompts), batch_size), desc=progress, disable=quiet, leave=False):
+            for start in range(0, len(prompts), batch_size):
                 texts = [as_model_input(student, p, instruction) for p in prompts[start : start + batch_size]]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 with no_grad():
@@ -80,9 +80,55 @@ def generate(
                         num_return_sequences=num_return_sequences,
                         pad_token_id=tokenizer.pad_token_id,
                         synced_gpus=synced,
+                        stopping_criteria=counter.batch(start, len(texts)) if counter else None,
                     )
                 new_tokens = generated[:, batch["input_ids"].shape[1] :]
                 outputs += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+                if counter:
+                    counter.batch_done()
     finally:
+        if counter:
+            counter.close()
         model.train(was_training)
     return outputs
+
+
+class TokenProgress:
+    """The questions a ``generate`` call has done, counted as its tokens come: a stopping criterion that never stops,
+    called by ``model.generate`` at every token, advances a ``WorkProgress`` by the batch's share of its token budget
+    (a batch that ends early jumps to its end). Only the main process reports (each process answers its share)."""
+
+    def __init__(self, name: str, questions: int, batch_size: int, max_new_tokens: int):
+        from socratic_exp.console import WorkProgress
+        from socratic_exp.distributed import is_main
+
+        self.work = WorkProgress(name, questions, "questions") if is_main() else None
+        self.batches = math.ceil(questions / batch_size) if questions else 0
+        self.batch_size, self.max_new_tokens = batch_size, max_new_tokens
+        self.start = self.size = self.tokens = 0
+
+    def batch(self, start: int, size: int) -> list[Any]:
+        from transformers import StoppingCriteriaList
+
+        self.start, self.size, self.tokens = start, size, 0
+        return StoppingCriteriaList([self])
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        self.tokens += 1
+        if self.work is not None:
+            detail = f"{self._batch_name()}, token {self.tokens}/{self.max_new_tokens}"
+            self.work.update(self.start + self.size * min(1.0, self.tokens / self.max_new_tokens), detail)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def batch_done(self) -> None:
+        if self.work is not None:
+            self.work.update(self.start + self.size, f"{self._batch_name()} done")
+
+    def _batch_name(self) -> str:
+        return f"batch {self.start // self.batch_size + 1}/{self.batches}"
+
+    def close(self) -> None:
+        if self.work is not None:
+            self.work.close()

@@ -72,8 +72,11 @@ def convert(source: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from socratic_exp.console import WorkProgress
+
     started = time.time()
     log.info("converting %s to a transformers folder (once; cached at %s)", source.name, target)
+    work = WorkProgress(f"GGUF conversion of {source.name}", 3, "stages")  # read, dequantise, write
     folder, name = str(source.parent), source.name
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
@@ -83,8 +86,10 @@ def convert(source: Path, target: Path) -> None:
             f"the GGUF file {source} could not be read by transformers ({str(err).splitlines()[0][:160]})",
             "use a GGUF of an architecture transformers supports (llama, qwen2, mistral, ...), or a model folder",
         ) from None
+    work.update(1, "read")
     model = unquantised_copy(loaded)
     del loaded
+    work.update(2, "dequantised")
     tokenizer.padding_side = "left"  # generation (TRL and the evaluator) pads on the left
     # GGUF metadata carries no tokenizer length limit (transformers then says 1e30): the model's context is it
     tokenizer.model_max_length = model.config.max_position_embeddings
@@ -106,6 +111,8 @@ def convert(source: Path, target: Path) -> None:
         if target.exists():
             shutil.rmtree(target)
         staged.rename(target)
+    work.update(3, "written")
+    work.close()
     log.info("GGUF conversion done in %.0f s: %s", time.time() - started, target)
 
 

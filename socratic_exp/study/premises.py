@@ -187,11 +187,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from socratic_exp.assembly import build_components
-    from socratic_exp.console import configure
+    from socratic_exp.console import PROGRESS_LOG, configure, route, show_live_bars
     from socratic_exp.errors import or_exit_code
     from socratic_exp.hydra_support import compose
 
     configure()
+    live = sys.stderr.isatty()  # a live bar per generation on a terminal; elsewhere plain lines every tenth
+    show_live_bars(live)
+    route(PROGRESS_LOG, to_console=not live)
     started = time.perf_counter()
     figures = or_exit_code(lambda: measure(build_components(compose(*args.overrides)), args.questions, args.seed))
     if isinstance(figures, int):
