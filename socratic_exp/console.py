@@ -34,6 +34,7 @@ PROGRESS_LOG = "socratic_exp.progress"  # the plain progress lines: the log file
 EVAL_LOG = "socratic_exp.evaluation"  # one line per held-out evaluation: the log file and the console
 REWARD_WINDOW = 10  # logging steps in the reward's moving mean
 PLAIN_LINES = 10  # progress lines of a run when the output is not a terminal
+QUIET_SECONDS = 10.0  # long work outside the steps (evaluations, phases) shows its progress from this long on
 
 # Warnings that are news to the dependency's maintainers, not to a user of this framework: deprecations raised
 # inside (or between) the libraries we call. Matched on the module the warning is attributed to, so a deprecation
@@ -200,9 +201,11 @@ def show_live_bars(live: bool) -> None:
 
 
 class WorkProgress:
-    """Progress of long work outside the training steps (an evaluation's generation, a premise measurement), in the
-    console's style: a live bar where the run's console is a terminal, elsewhere a plain line (``PROGRESS_LOG``: the
-    log file, and the console where it is not live) when the work starts, at every tenth of it and when it ends.
+    """Progress of long work outside the training steps (an evaluation's generation, a premise measurement, a TRL
+    phase), in the console's style: a live bar where the run's console is a terminal, elsewhere a plain line
+    (``PROGRESS_LOG``: the log file, and the console where it is not live) at every tenth of the work and at its end.
+    Work done within ``QUIET_SECONDS`` shows nothing (the tiny model's evaluations take a second or two); longer work
+    gets its first line once that much time has passed.
 
     ``update(done, detail)`` takes the work done so far in ``unit`` (fractions allowed: a question half generated)
     and a detail for the line (``batch 2/4, token 120/384``); it only compares numbers unless a line is due."""
@@ -211,14 +214,14 @@ class WorkProgress:
         self.name, self.total, self.unit, self.clock = name, max(total, 1e-9), unit, clock
         self.started = clock()
         self.done = 0.0
-        self.next_line = self.total / PLAIN_LINES
+        self.next_line = 0.0  # the first line is due as soon as the work has lasted QUIET_SECONDS
+        self.shown = False
         self._bar: Any = None
         if _live["console"]:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=round(total), desc=name, unit=f" {unit}", leave=False, dynamic_ncols=True,
-                             mininterval=0.5, file=sys.stderr)  # fmt: skip
-        logging.getLogger(PROGRESS_LOG).info(self.line())
+                             mininterval=0.5, delay=QUIET_SECONDS, file=sys.stderr)  # fmt: skip
 
     def update(self, done: float, detail: str = "") -> None:
         moved, self.done = done - self.done, min(done, self.total)
@@ -226,7 +229,8 @@ class WorkProgress:
             self._bar.update(round(self.done) - self._bar.n)
             if detail and moved:
                 self._bar.set_postfix_str(detail, refresh=False)
-        if self.done >= self.next_line:
+        if self.done >= self.next_line and (self.shown or self.clock() - self.started >= QUIET_SECONDS):
+            self.shown = True
             self.next_line = (math.floor(self.done / self.total * PLAIN_LINES) + 1) * self.total / PLAIN_LINES
             logging.getLogger(PROGRESS_LOG).info(self.line(detail))
 
@@ -413,7 +417,9 @@ def result_table(initial: dict[str, float], final: dict[str, float], assisted_at
     for key in (k for k in final if k.count("/") == 1):
         pass_k = key.removeprefix("eval/pass@") if key.startswith("eval/pass@") else None
         meaning = meanings.get(key, f"solved by any of {pass_k} samples" if pass_k else "")
-        lines.append(f"  {key:<24} {initial.get(key, float('nan')):>6.3f} -> {final[key]:>6.3f}   {meaning}")
+        before = initial.get(key)
+        shown = f"{before:>6.3f}" if _is_number(before) else f"{'-':>6}"  # e.g. no assisted pass before training
+        lines.append(f"  {key:<24} {shown} -> {final[key]:>6.3f}   {meaning}")
     return "\n".join(lines)
 
 

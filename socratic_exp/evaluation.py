@@ -39,6 +39,11 @@ class EvalSettings(Component):
     assisted_attempts: int = setting(
         2, "with a teacher: attempts per question, guidance after each wrong one (eval/assisted_acc)", ge=1
     )
+    assisted_before_training: bool = setting(
+        True,
+        "the evaluation before training makes the assisted attempts too (false: unassisted only, on the same questions;"
+        " the first training step comes sooner, and eval/assisted_acc is measured after training only)",
+    )
     collapse_margin: float | None = setting(
         None, "stop when the objective falls this far below its best; the best weights are kept (null: off)", ge=0.0
     )
@@ -72,7 +77,12 @@ class Evaluator:
         self.teacher = teacher if teacher is not None and settings.assisted_attempts > 1 else None
 
     def evaluate(
-        self, student: Student, prefix: str = "eval", prompts: Sequence[str] | None = None, stage: str = ""
+        self,
+        student: Student,
+        prefix: str = "eval",
+        prompts: Sequence[str] | None = None,
+        stage: str = "",
+        assisted: bool = True,
     ) -> dict[str, float]:
         """Greedy accuracy and (if ``pass_k``) pass@k, overall and per difficulty, as ``{prefix}/...`` metrics;
         with a teacher also the assisted accuracy and the teacher's counters (``{prefix}/teacher/...``).
@@ -80,7 +90,8 @@ class Evaluator:
         ``prompts`` replaces the rows' prompts (e.g. with a hint in context) while answers stay the same. In a
         distributed launch each process answers its share of the questions and every process returns the metrics of
         the whole split (collectives: every process calls this at the same point). Each pass reports its progress
-        under ``prefix`` and ``stage`` (``eval before training: greedy``).
+        under ``prefix`` and ``stage`` (``eval before training: greedy``). ``assisted=False`` skips the teacher's
+        assisted attempts (``eval.assisted_before_training``).
         """
         settings = self.settings
         prompts = list(prompts) if prompts is not None else [row["prompt"] for row in self.rows]
@@ -100,7 +111,7 @@ class Evaluator:
             {"greedy_acc": v.score, "no_answer": float(v.extracted is None)} for v in verdicts
         ]
         teacher_counts: Counter[str] = Counter()
-        if self.teacher is not None:
+        if self.teacher is not None and assisted:
             solved, teacher_counts = self._assisted(student, label, share[:own], mine, greedy, verdicts)
             for result, value in zip(results, solved, strict=False):
                 result["assisted_acc"] = value
@@ -132,7 +143,7 @@ class Evaluator:
                 metrics[f"{prefix}/no_answer"] = sum(values) / len(values)
             else:
                 metrics |= _by_level(f"{prefix}/{name}", values, levels, groups)
-        if self.teacher is not None:
+        if self.teacher is not None and assisted:
             stats = TeacherStats()
             stats.counts = sum(gather_objects(teacher_counts), Counter())
             metrics |= {f"{prefix}/{name}": value for name, value in stats.drain().items()}

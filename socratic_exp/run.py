@@ -93,7 +93,8 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
         )
         distributed.join()
         if "initial" not in record.data:
-            initial = evaluator.evaluate(student, stage="before training") | {TRAIN_SECONDS: 0.0}
+            assisted = c.eval.assisted_before_training
+            initial = evaluator.evaluate(student, stage="before training", assisted=assisted) | {TRAIN_SECONDS: 0.0}
             sink.log_evaluation(initial, 0, c.teacher.samples())
             record.update(initial=initial)
             guard.observe(0, initial, student.model)

@@ -198,17 +198,22 @@ def test_trl_dictionaries_stay_off_the_console_unless_verbose(run_app, verbose):
     assert "eval/greedy_acc" in shown.split("held-out results in")[-1]  # the before/after table stays
 
 
-def test_long_work_reports_its_start_every_tenth_and_its_end(plain):
-    """An evaluation's generation, a premise measurement, a TRL phase: a plain line when the work starts, at every
-    tenth of it (fractions count: a batch half generated) and when it ends, with the time left."""
+def test_long_work_reports_every_tenth_and_its_end_once_it_has_lasted(plain):
+    """An evaluation's generation, a premise measurement, a TRL phase: once the work has lasted QUIET_SECONDS (10 s)
+    a plain line, then one at every tenth of it (fractions count: a batch half generated) and at its end, with the
+    time left; work done sooner shows nothing."""
     _, clock, caplog = plain
+    quick = console.WorkProgress("eval at step 20: greedy", 400, "questions", clock=clock)
+    clock.now += 2.0
+    quick.update(400.0)
+    assert _lines(caplog, PROGRESS_LOG) == []
     work = console.WorkProgress("eval before training: greedy", 40, "questions", clock=clock)
     for done in (2.0, 3.5, 4.0, 9.0, 40.0):
         clock.now += 10.0
         work.update(done, f"at {done:g}")
     work.close()
     assert _lines(caplog, PROGRESS_LOG) == [
-        "eval before training: greedy 0/40 questions | 0:00 elapsed, ? left",
+        "eval before training: greedy 2/40 questions | at 2 | 0:10 elapsed, 3:10 left",  # 10 s: the first line
         "eval before training: greedy 4/40 questions | at 4 | 0:30 elapsed, 4:30 left",  # 4 of 40: a tenth
         "eval before training: greedy 9/40 questions | at 9 | 0:40 elapsed, 2:18 left",  # past two tenths
         "eval before training: greedy 40/40 questions | at 40 | 0:50 elapsed, 0:00 left",

@@ -30,15 +30,17 @@ def test_evaluation_is_reproducible_and_does_not_touch_the_global_rng():
     assert first["eval/pass@3"] >= first["eval/sampled_acc"]
 
 
-def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(caplog):
+def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(caplog, monkeypatch):
     """Greedy, sampled and each assisted attempt report their progress under the evaluation's stage (lines, not
     timings): a real model's evaluation takes minutes, and was silent."""
     import logging
 
+    from socratic_exp import console
     from socratic_exp.console import PROGRESS_LOG
     from socratic_exp.teachers.rule import RuleTeacher
 
     caplog.set_level(logging.INFO, logger=PROGRESS_LOG)
+    monkeypatch.setattr(console, "QUIET_SECONDS", 0.0)  # the tiny model answers in a second: report from the start
     task = ArithmeticTask(train_size=10, eval_size=12, probe_size=0)
     tokenizer = build_char_tokenizer()
     torch.manual_seed(0)
@@ -51,6 +53,30 @@ def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(
     lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOG]
     for name in ("greedy", "pass@2", "assisted attempt 2/3"):
         mine = [line for line in lines if line.startswith(f"eval at step 25: {name} ")]
-        assert mine[0].startswith(f"eval at step 25: {name} 0/12 questions")
+        assert "| batch 1/3, token 1/8 |" in mine[0]  # the first line comes with the first token
         assert mine[-1].startswith(f"eval at step 25: {name} 12/12 questions | batch 3/3")
         assert any("batch 1/3, token " in line for line in mine)  # inside a batch, token by token
+
+
+def test_an_unassisted_evaluation_before_training_asks_no_teacher_and_the_table_shows_a_dash():
+    """``eval.assisted_before_training=false``: the same questions, greedy only; the before/after table has no
+    'before' for the assisted accuracy."""
+    from socratic_exp.console import result_table
+
+    class CountingTeacher:
+        calls = 0
+
+        def guide(self, requests):
+            CountingTeacher.calls += 1
+            return ["Hint: recheck."] * len(requests)
+
+    task = ArithmeticTask(train_size=10, eval_size=6, probe_size=0)
+    tokenizer = build_char_tokenizer()
+    torch.manual_seed(0)
+    model = TinyModel(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).build_untrained(tokenizer)
+    student = Student(model=model, tokenizer=tokenizer, path="")
+    settings = EvalSettings(batch_size=6, max_new_tokens=6, pass_k=0, assisted_attempts=2)
+    metrics = Evaluator(task, task.build()["eval"], settings, CountingTeacher()).evaluate(student, assisted=False)
+    assert CountingTeacher.calls == 0 and "eval/assisted_acc" not in metrics and "eval/greedy_acc" in metrics
+    table = result_table(metrics, {**metrics, "eval/assisted_acc": 0.5}, assisted_attempts=2)
+    assert "eval/assisted_acc             - ->  0.500" in table
