@@ -117,7 +117,7 @@ def test_train_seconds_exclude_evaluations_and_survive_a_resume(tmp_path):
     train_clock = TrainClock(clock)
 
     class Evaluator:  # an evaluation takes 5 s
-        def evaluate(self, student):
+        def evaluate(self, student, stage=""):
             clock.now += 5.0
             return {"eval/greedy_acc": 0.5}
 

@@ -602,7 +602,7 @@ def test_periodic_evaluation_stops_training_on_collapse():
     from socratic_exp.callbacks import CollapseGuard, PeriodicEvalCallback
 
     scores = iter([0.5, 0.2])
-    evaluator = SimpleNamespace(evaluate=lambda student: {"eval/greedy_acc": next(scores)})
+    evaluator = SimpleNamespace(evaluate=lambda student, stage="": {"eval/greedy_acc": next(scores)})
     sink = SimpleNamespace(log_evaluation=lambda *args: None)
     student = SimpleNamespace(model=torch.nn.Linear(1, 1))
     guard = CollapseGuard("eval/greedy_acc", margin=0.1)
