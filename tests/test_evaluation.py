@@ -11,12 +11,17 @@ from socratic_exp.models.tiny import TinyModel
 from socratic_exp.tasks.arithmetic import ArithmeticTask
 
 
-def test_evaluation_is_reproducible_and_does_not_touch_the_global_rng():
-    task = ArithmeticTask(train_size=10, eval_size=24, probe_size=0)
+def untrained_student() -> Student:
+    """A one-layer tiny model with seeded random weights: the evaluator's plumbing, not its accuracy."""
     tokenizer = build_char_tokenizer()
     torch.manual_seed(0)
     model = TinyModel(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).build_untrained(tokenizer)
-    student = Student(model=model, tokenizer=tokenizer, path="")
+    return Student(model=model, tokenizer=tokenizer, path="")
+
+
+def test_evaluation_is_reproducible_and_does_not_touch_the_global_rng():
+    task = ArithmeticTask(train_size=10, eval_size=24, probe_size=0)
+    student = untrained_student()
     settings = EvalSettings(max_samples=24, batch_size=8, max_new_tokens=12, pass_k=3)
     evaluator = Evaluator(task, task.build()["eval"], settings)
 
@@ -42,10 +47,7 @@ def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(
     caplog.set_level(logging.INFO, logger=PROGRESS_LOG)
     monkeypatch.setattr(console, "QUIET_SECONDS", 0.0)  # the tiny model answers in a second: report from the start
     task = ArithmeticTask(train_size=10, eval_size=12, probe_size=0)
-    tokenizer = build_char_tokenizer()
-    torch.manual_seed(0)
-    model = TinyModel(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).build_untrained(tokenizer)
-    student = Student(model=model, tokenizer=tokenizer, path="")
+    student = untrained_student()
     settings = EvalSettings(batch_size=5, max_new_tokens=8, pass_k=2, assisted_attempts=3)
     teacher = RuleTeacher()
     teacher.attach(task, student)
@@ -71,10 +73,7 @@ def test_an_unassisted_evaluation_before_training_asks_no_teacher_and_the_table_
             return ["Hint: recheck."] * len(requests)
 
     task = ArithmeticTask(train_size=10, eval_size=6, probe_size=0)
-    tokenizer = build_char_tokenizer()
-    torch.manual_seed(0)
-    model = TinyModel(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).build_untrained(tokenizer)
-    student = Student(model=model, tokenizer=tokenizer, path="")
+    student = untrained_student()
     settings = EvalSettings(batch_size=6, max_new_tokens=6, pass_k=0, assisted_attempts=2)
     metrics = Evaluator(task, task.build()["eval"], settings, CountingTeacher()).evaluate(student, assisted=False)
     assert CountingTeacher.calls == 0 and "eval/assisted_acc" not in metrics and "eval/greedy_acc" in metrics
