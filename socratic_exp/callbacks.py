@@ -21,7 +21,7 @@ from socratic_exp.secrets import scrub_training_args
 TRACKER_POSITION = "tracker_position.json"
 TRAIN_CLOCK = "train_clock.json"
 TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
-LARGE_MODEL_PARAMETERS = 50_000_000  # a checkpoint from this size on (200 MB in float32) is announced on the console
+LARGE_MODEL_PARAMETERS = 50_000_000  # a load or checkpoint from this size on (200 MB in float32) is announced
 
 log = logging.getLogger("socratic_exp")
 
@@ -65,12 +65,10 @@ class MetricsFileCallback(TrainerCallback):
 
 
 class ProgressDisplayCallback(TrainerCallback):
-    """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink), and says
-    when a checkpoint of a large model is being written (seconds to minutes of no step)."""
+    """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink)."""
 
     def __init__(self, display: ProgressDisplay):
         self.display = display
-        self._saving: float | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
@@ -82,16 +80,6 @@ class ProgressDisplayCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.display.advance(state.global_step)
-            model = kwargs.get("model")
-            if control.should_save and model is not None and model.num_parameters() >= LARGE_MODEL_PARAMETERS:
-                self.display.flush()
-                self._saving = time.monotonic()
-                logging.getLogger(PROGRESS_LOG).info("saving the checkpoint of step %d", state.global_step)
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._saving is not None:
-            seconds, self._saving = time.monotonic() - self._saving, None
-            logging.getLogger(PROGRESS_LOG).info("checkpoint of step %d saved in %.0f s", state.global_step, seconds)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.display.flush()  # after MetricsFileCallback (added before): the line shows this step's numbers
@@ -99,6 +87,39 @@ class ProgressDisplayCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.display.close()
+
+
+class CheckpointNoticeCallback(TrainerCallback):
+    """Says when a checkpoint of a large model is being written (seconds to minutes of no step), just before it is:
+    after the step's logs and its evaluation, if any (``on_log``: this callback goes last), or at the step's end when
+    the step logs nothing. Then how long it took."""
+
+    def __init__(self, display: ProgressDisplay):
+        self.display = display
+        self._due = False
+        self._saving: float | None = None
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        model = kwargs.get("model")
+        large = model is not None and model.num_parameters() >= LARGE_MODEL_PARAMETERS
+        self._due = bool(state.is_world_process_zero and control.should_save and large)
+        if self._due and not control.should_log:
+            self._announce(state.global_step)
+
+    def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._due:
+            self._announce(state.global_step)
+
+    def _announce(self, step: int) -> None:
+        self._due = False
+        self.display.flush()
+        self._saving = time.monotonic()
+        logging.getLogger(PROGRESS_LOG).info("saving the checkpoint of step %d", step)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._saving is not None:
+            seconds, self._saving = time.monotonic() - self._saving, None
+            logging.getLogger(PROGRESS_LOG).info("checkpoint of step %d saved in %.0f s", state.global_step, seconds)
 
 
 class PhaseProgressCallback(TrainerCallback):
@@ -153,6 +174,18 @@ class SecretFreeArgumentsCallback(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             scrub_training_args(args, checkpoint_folder(args, state))
+
+
+def announce_load(student: Student, seconds: float) -> None:
+    """A line once a large student has loaded: the console's first word after the start-up of a real model (the
+    tiny model loads in a blink and says nothing)."""
+    parameters = student.model.num_parameters()
+    if parameters >= LARGE_MODEL_PARAMETERS:
+        name = student.info.get("name", type(student.model).__name__)
+        dtype = str(student.model.dtype).removeprefix("torch.")
+        logging.getLogger(PROGRESS_LOG).info(
+            "student %s loaded in %.0f s (%.1fM parameters, %s)", name, seconds, parameters / 1e6, dtype
+        )
 
 
 def save_final_model(trainer: Any, student: Student, lora: LoRA, folder: Path) -> None:
@@ -286,7 +319,10 @@ class TrainClock(TrainerCallback):
 class PeriodicEvalCallback(TrainerCallback):
     """Held-out evaluation every ``every_steps`` optimizer steps (the final one runs after training); a collapse
     guard, when given, can stop training after an evaluation. With a ``clock`` each evaluation records the training
-    time so far (``eval/train_seconds``), and the clock stops while it evaluates."""
+    time so far (``eval/train_seconds``), and the clock stops while it evaluates.
+
+    The evaluation runs once the step's own logs are in (``on_log``; the step is made to log), so the console's line
+    of that step comes before the evaluation's minutes, not after them: this callback goes after the display's."""
 
     def __init__(
         self,
@@ -305,21 +341,29 @@ class PeriodicEvalCallback(TrainerCallback):
         self.teacher = teacher
         self.guard = guard
         self.clock = clock
+        self._due: int | None = None
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
         if self.every_steps and step % self.every_steps == 0 and step < state.max_steps:
-            if self.clock is not None:
-                self.clock.stop()
-            metrics = self.evaluator.evaluate(self.student, stage=f"at step {step}")
-            if self.clock is not None:
-                metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
-            if state.is_world_process_zero:
-                self.sink.log_evaluation(metrics, step, self.teacher.samples())
-            if self.guard is not None and self.guard.observe(step, metrics, self.student.model):
-                control.should_training_stop = True
-            if self.clock is not None:
-                self.clock.start()
+            self._due = step
+            control.should_log = True
+
+    def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        step, self._due = self._due, None
+        if step is None or step != state.global_step:
+            return
+        if self.clock is not None:
+            self.clock.stop()
+        metrics = self.evaluator.evaluate(self.student, stage=f"at step {step}")
+        if self.clock is not None:
+            metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
+        if state.is_world_process_zero:
+            self.sink.log_evaluation(metrics, step, self.teacher.samples())
+        if self.guard is not None and self.guard.observe(step, metrics, self.student.model):
+            control.should_training_stop = True
+        if self.clock is not None:
+            self.clock.start()
 
 
 class SamplerStateCallback(TrainerCallback):
@@ -374,9 +418,10 @@ class RunCallbacks:
         self.all: list[TrainerCallback] = [
             self.metrics,
             self.clock,
-            PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard, self.clock),
             SamplerStateCallback(c.sampler),
             ProgressDisplayCallback(display),
+            PeriodicEvalCallback(evaluator, student, c.eval.every_steps, sink, c.teacher, guard, self.clock),
             SecretFreeArgumentsCallback(),
             *([TrackerPositionCallback(tracker)] if tracker is not None else []),
+            CheckpointNoticeCallback(display),  # last: its line comes just before the checkpoint is written
         ]

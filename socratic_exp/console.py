@@ -208,12 +208,15 @@ class WorkProgress:
     gets its first line once that much time has passed.
 
     ``update(done, detail)`` takes the work done so far in ``unit`` (fractions allowed: a question half generated)
-    and a detail for the line (``batch 2/4, token 120/384``); it only compares numbers unless a line is due."""
+    and a detail for the line (``batch 2/4, token 120/384``); it only compares numbers unless a line is due. The time
+    left is read from the pace since the first update: what came before it (a generation's prefill of long prompts)
+    says nothing of the pace, so the first update's line has no estimate."""
 
     def __init__(self, name: str, total: float, unit: str, *, clock: Callable[[], float] = time.monotonic):
         self.name, self.total, self.unit, self.clock = name, max(total, 1e-9), unit, clock
         self.started = clock()
         self.done = 0.0
+        self.first: tuple[float, float] | None = None  # (time, done) of the first update: where the pace is read from
         self.next_line = 0.0  # the first line is due as soon as the work has lasted QUIET_SECONDS
         self.shown = False
         self._bar: Any = None
@@ -225,6 +228,8 @@ class WorkProgress:
 
     def update(self, done: float, detail: str = "") -> None:
         moved, self.done = done - self.done, min(done, self.total)
+        if self.first is None:
+            self.first = (self.clock(), self.done)
         if self._bar is not None:
             self._bar.update(round(self.done) - self._bar.n)
             if detail and moved:
@@ -241,8 +246,11 @@ class WorkProgress:
 
     def line(self, detail: str = "") -> str:
         """``eval before training: greedy 32/100 questions | batch 2/4, token 120/384 | 0:45 elapsed, 1:30 left``."""
-        elapsed = self.clock() - self.started
-        left = elapsed / self.done * (self.total - self.done) if self.done > 0 else math.inf
+        now = self.clock()
+        elapsed = now - self.started
+        since, done_then = self.first or (now, self.done)
+        pace = (self.done - done_then) / (now - since) if now > since and self.done > done_then else 0.0
+        left = 0.0 if self.done >= self.total else (self.total - self.done) / pace if pace else math.inf
         shown = f"{self.done:.0f}/{self.total:.0f} {self.unit}"
         parts = [f"{self.name} {shown}", detail, f"{_format_duration(elapsed)} elapsed, {_format_duration(left)} left"]
         return " | ".join(part for part in parts if part)

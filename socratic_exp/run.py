@@ -9,6 +9,7 @@ jobs.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -65,7 +66,7 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
     from transformers import set_seed
 
     from socratic_exp.assembly import build_trainer, workbench
-    from socratic_exp.callbacks import TRAIN_SECONDS, CollapseGuard, RunCallbacks, save_final_model
+    from socratic_exp.callbacks import TRAIN_SECONDS, CollapseGuard, RunCallbacks, announce_load, save_final_model
     from socratic_exp.evaluation import Evaluator
     from socratic_exp.study.curves import plot_learning_curves
 
@@ -84,8 +85,11 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
         start_tracker(cfg, c, job, record, name, checkpoint)
     with closed_on_failure(display, tracker, c.teacher):
         c.teacher.preflight()  # a teacher server that does not answer fails the run before anything loads
+        loading = time.monotonic()
         bench = workbench(c)
         student = bench.student
+        if job.is_main:
+            announce_load(student, time.monotonic() - loading)
         assistant = c.teacher if c.teacher.present else None
         evaluator = Evaluator(c.task, bench.splits["eval"], c.eval, assistant)
         guard = CollapseGuard(

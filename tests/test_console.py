@@ -201,7 +201,8 @@ def test_trl_dictionaries_stay_off_the_console_unless_verbose(run_app, verbose):
 def test_long_work_reports_every_tenth_and_its_end_once_it_has_lasted(plain):
     """An evaluation's generation, a premise measurement, a TRL phase: once the work has lasted QUIET_SECONDS (10 s)
     a plain line, then one at every tenth of it (fractions count: a batch half generated) and at its end, with the
-    time left; work done sooner shows nothing."""
+    time left at the pace since the first update (a prefill before it says nothing of the pace); work done sooner
+    shows nothing."""
     _, clock, caplog = plain
     quick = console.WorkProgress("eval at step 20: greedy", 400, "questions", clock=clock)
     clock.now += 2.0
@@ -213,8 +214,55 @@ def test_long_work_reports_every_tenth_and_its_end_once_it_has_lasted(plain):
         work.update(done, f"at {done:g}")
     work.close()
     assert _lines(caplog, PROGRESS_LOG) == [
-        "eval before training: greedy 2/40 questions | at 2 | 0:10 elapsed, 3:10 left",  # 10 s: the first line
-        "eval before training: greedy 4/40 questions | at 4 | 0:30 elapsed, 4:30 left",  # 4 of 40: a tenth
-        "eval before training: greedy 9/40 questions | at 9 | 0:40 elapsed, 2:18 left",  # past two tenths
+        "eval before training: greedy 2/40 questions | at 2 | 0:10 elapsed, ? left",  # 10 s: the first line, no pace
+        "eval before training: greedy 4/40 questions | at 4 | 0:30 elapsed, 6:00 left",  # a tenth; 2 in 20 s, 36 left
+        "eval before training: greedy 9/40 questions | at 9 | 0:40 elapsed, 2:13 left",  # 7 in 30 s, 31 left
         "eval before training: greedy 40/40 questions | at 40 | 0:50 elapsed, 0:00 left",
+    ]
+
+
+class _Model:
+    """What the load and checkpoint lines read of a model: its size and dtype."""
+
+    def __init__(self, parameters: int):
+        self.parameters = parameters
+        self.dtype = "torch.float32"
+
+    def num_parameters(self) -> int:
+        return self.parameters
+
+
+def test_a_large_student_announces_its_load_and_checkpoints_and_a_small_one_stays_silent(plain):
+    """The load line; the checkpoint line just before the save: at the step's end when the step logs nothing, else
+    after its logs (and evaluation), then the time the save took."""
+    from types import SimpleNamespace
+
+    from socratic_exp.callbacks import CheckpointNoticeCallback, announce_load
+    from socratic_exp.models.base import Student
+
+    display, _, caplog = plain
+    smollm2, tiny = _Model(134_515_008), _Model(49_999_999)
+    announce_load(Student(model=smollm2, tokenizer=None, path="", info={"name": "HuggingFaceTB/SmolLM2"}), 1.6)
+    announce_load(Student(model=tiny, tokenizer=None, path="", info={"name": "tiny"}), 0.2)
+    notice = CheckpointNoticeCallback(display)
+    for step, model, save, log in ((25, smollm2, True, False), (50, smollm2, True, True), (75, tiny, True, True),
+                                   (80, smollm2, False, True)):  # fmt: skip
+        state = SimpleNamespace(is_world_process_zero=True, global_step=step)
+        control = SimpleNamespace(should_save=save, should_log=log)
+        notice.on_step_end(None, state, control, model=model)
+        caplog.records.append(logging.makeLogRecord({"name": PROGRESS_LOG, "msg": f"step {step} ended"}))
+        if log:
+            notice.on_log(None, state, control)
+        if save:
+            notice.on_save(None, state, control)
+    assert _lines(caplog, PROGRESS_LOG) == [
+        "student HuggingFaceTB/SmolLM2 loaded in 2 s (134.5M parameters, float32)",
+        "saving the checkpoint of step 25",  # no logs: at the step's end
+        "step 25 ended",
+        "checkpoint of step 25 saved in 0 s",
+        "step 50 ended",
+        "saving the checkpoint of step 50",  # after the step's logs
+        "checkpoint of step 50 saved in 0 s",
+        "step 75 ended",
+        "step 80 ended",
     ]

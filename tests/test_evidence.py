@@ -127,21 +127,28 @@ def test_train_seconds_exclude_evaluations_and_survive_a_resume(tmp_path):
     callback = PeriodicEvalCallback(Evaluator(), SimpleNamespace(model=None), 2, sink, teacher, None, train_clock)
     args = SimpleNamespace(output_dir=str(tmp_path))
     state = SimpleNamespace(global_step=0, max_steps=4, is_world_process_zero=True)
-    control = SimpleNamespace(should_training_stop=False)
+    control = SimpleNamespace(should_training_stop=False, should_log=False)
 
     clock.now = 100.0  # models loaded, first evaluation done: training starts
     train_clock.on_train_begin(args, state, control)
     clock.now, state.global_step = 103.0, 1
     callback.on_step_end(args, state, control)  # no evaluation at step 1
+    callback.on_log(args, state, control)
+    assert not control.should_log and logged == []
     clock.now, state.global_step = 107.0, 2
-    callback.on_step_end(args, state, control)  # evaluation: 107 -> 112, not training time
+    callback.on_step_end(args, state, control)  # the step is made to log; the evaluation waits for its logs
+    assert control.should_log and logged == []
+    callback.on_log(args, state, control)  # evaluation: 107 -> 112, not training time
     assert logged == [(2, {"eval/greedy_acc": 0.5, "eval/train_seconds": 7.0})]
+    callback.on_log(args, state, control)  # a second log of the step (TRL's summary) evaluates nothing more
+    assert len(logged) == 1
     clock.now = 115.0  # 3 s more training after the evaluation
     (tmp_path / "checkpoint-2").mkdir()
     train_clock.on_save(args, state, control)
     assert json.loads((tmp_path / "checkpoint-2" / TRAIN_CLOCK).read_text()) == {"seconds": 10.0}
     clock.now, state.global_step = 121.0, 4
     callback.on_step_end(args, state, control)  # the last step: the final evaluation is the run's, not this one
+    callback.on_log(args, state, control)
     train_clock.on_train_end(args, state, control)
     clock.now = 500.0  # the final evaluation and saving do not count
     assert train_clock.seconds == 16.0 and len(logged) == 1

@@ -607,10 +607,11 @@ def test_periodic_evaluation_stops_training_on_collapse():
     student = SimpleNamespace(model=torch.nn.Linear(1, 1))
     guard = CollapseGuard("eval/greedy_acc", margin=0.1)
     callback = PeriodicEvalCallback(evaluator, student, 5, sink, SimpleNamespace(samples=list), guard)
-    control = SimpleNamespace(should_training_stop=False)
+    control = SimpleNamespace(should_training_stop=False, should_log=False)
     for step in (5, 10):
         state = SimpleNamespace(global_step=step, max_steps=100, is_world_process_zero=True)
         callback.on_step_end(None, state, control)
+        callback.on_log(None, state, control)
     assert control.should_training_stop and guard.stopped_at == 10 and guard.best_step == 5
 
 
