@@ -64,8 +64,10 @@ def first(lines: list[tuple[float, str]], pattern: re.Pattern[str]) -> float | N
 def timeline(lines: list[tuple[float, str]]) -> dict[str, object]:
     """Seconds since the launch of each event, and each evaluation's and step's length.
 
-    An evaluation after step N runs from that step's line (or its checkpoint's saved line) to its ``held-out`` line;
-    the one before training from the student's load to its line. Step N runs from the previous evaluation's end.
+    Each piece runs from the last line before it: an evaluation after step N from that step's line, or its
+    checkpoint's saved line where the save came first (the final evaluation, after training), to its ``held-out``
+    line; the one before training from the student's load line; step N from the end of step N - 1's evaluation or
+    checkpoint, whichever came last.
     """
     loaded = first(lines, LOADED)
     evaluations: dict[int, float] = {}
@@ -77,18 +79,21 @@ def timeline(lines: list[tuple[float, str]]) -> dict[str, object]:
                 events.setdefault(int(match.group(1)), seconds)
     if loaded is None or 0 not in evaluations or not steps:
         sys.exit("the run printed no load line, no evaluation before training or no step: is it the smollm2 preset?")
+
+    def last_before(moment: float, *candidates: float | None) -> float:
+        return max(t for t in candidates if t is not None and t <= moment)
+
     eval_seconds = {0: evaluations[0] - loaded}
     step_seconds = {}
     for step, end in sorted(steps.items()):
-        step_seconds[step] = end - evaluations[step - 1]
+        step_seconds[step] = end - last_before(end, evaluations.get(step - 1), saved.get(step - 1), loaded)
         if step in evaluations:
-            eval_seconds[step] = evaluations[step] - saved.get(step, end)
+            eval_seconds[step] = evaluations[step] - last_before(evaluations[step], end, saved.get(step))
+    after_load = [(seconds, line) for seconds, line in lines if seconds > loaded]
     return {
-        "first_line_s": lines[0][0] if lines else None,
+        "first_line_s": lines[0][0],
         "student_loaded_s": loaded,
-        "first_progress_line_s": first(
-            [(t, line) for t, line in lines if t > loaded], PROGRESS
-        ),  # of work, after the load
+        "first_progress_line_s": first(after_load, PROGRESS),
         "first_step_done_s": steps[min(steps)],
         "evaluation_s": {str(k): round(v, 1) for k, v in eval_seconds.items()},
         "step_s": {str(k): round(v, 1) for k, v in step_seconds.items()},
