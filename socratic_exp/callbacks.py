@@ -101,8 +101,12 @@ class CheckpointNoticeCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         model = kwargs.get("model")
-        large = model is not None and model.num_parameters() >= LARGE_MODEL_PARAMETERS
-        self._due = bool(state.is_world_process_zero and control.should_save and large)
+        self._due = bool(  # the model's size is counted only at a save, not at every step
+            state.is_world_process_zero
+            and control.should_save
+            and model is not None
+            and model.num_parameters() >= LARGE_MODEL_PARAMETERS
+        )
         if self._due and not control.should_log:
             self._announce(state.global_step)
 
