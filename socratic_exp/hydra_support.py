@@ -197,10 +197,25 @@ class SweepStatus(Callback):
     objective; exit 1 if any job failed."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Any launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
+        """A paper sweep over a setup it makes no sense on, or jobs of more GPUs than the machine shows, are refused
+        before any job starts (``sweep_grid``, ``requirements.check_launch``); any
+        launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
+        from socratic_exp.errors import UserError
+        from socratic_exp.requirements import check_launch
         from socratic_exp.secrets import redact_logs, secret_values
+        from socratic_exp.sweep_grid import check_setup
 
-        redact_logs(secret_values([str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]))
+        overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]
+        redact_logs(secret_values(overrides))
+        choices = config.hydra.runtime.choices
+        try:
+            if choices.get("sweep"):
+                check_setup(str(choices["sweep"]), choices.get("experiment"), overrides)
+            if "LocalLauncher" in str(config.hydra.launcher.get("_target_")):  # jobs on this machine's GPUs
+                check_launch(config.hydra.launcher, dict(OmegaConf.select(config, "algorithm.trl_args") or {}))
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from socratic_exp.report import write_sweep_summary

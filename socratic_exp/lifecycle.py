@@ -23,8 +23,9 @@ from socratic_exp import distributed
 from socratic_exp.assembly import GROUPS, Components, build_components
 from socratic_exp.console import filter_dependency_noise
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
-from socratic_exp.hydra_support import typed_key
+from socratic_exp.hydra_support import config_dir, sweeps_dir, typed_key
 from socratic_exp.loggers.base import RunInfo
+from socratic_exp.requirements import check_requirements
 from socratic_exp.run_folder import RunRecord, is_run_folder
 from socratic_exp.secrets import protect_command_line, redact, redact_overrides
 
@@ -46,6 +47,7 @@ class Job:
     is_main: bool  # the main process speaks for the run; the others only warn
     launch: str | None = None
     number: int | None = None
+    overlays: dict[str, str] = dataclasses.field(default_factory=dict)  # e.g. {"experiment": "vpd_sciknoweval"}
 
     @classmethod
     def current(cls) -> Job:
@@ -55,6 +57,7 @@ class Job:
         if "sweep" in hydra_cfg.runtime.choices:
             choices["sweep"] = str(hydra_cfg.runtime.choices["sweep"])
         sweep_dir = Path(hydra_cfg.sweep.dir) if multirun else None
+        overlays = {g: str(o) for g, o in hydra_cfg.runtime.choices.items() if g in OVERLAY_GROUPS and o}
         return cls(
             run_dir=Path(hydra_cfg.runtime.output_dir),
             multirun=multirun,
@@ -63,6 +66,7 @@ class Job:
             is_main=distributed.is_main(),
             launch=f"{sweep_dir.parent.name}/{sweep_dir.name}" if sweep_dir else None,
             number=hydra_cfg.job.num if multirun else None,
+            overlays=overlays,
         )
 
 
@@ -103,17 +107,16 @@ def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInt
     # A bad attempt to resume a completed run must not mark that run failed.
     if record.previous.get("status") != "completed":
         record.fail(err, status="interrupted" if interrupted else "failed")
+    from socratic_exp.console import say_last  # stderr, and the run's log file (which holds all the console shows)
+
     prefix = "" if job.is_main else f"[rank {distributed.rank()}] "  # the same error from every rank
     if isinstance(err, UserError):
-        print(f"{prefix}error: {err}", file=sys.stderr)
+        say_last(f"{prefix}error: {err}")
     elif interrupted:
-        print(f"interrupted: the run folder {job.run_dir} can be resumed with resume={job.run_dir}", file=sys.stderr)
+        say_last(f"interrupted: the run folder {job.run_dir} can be resumed with resume={job.run_dir}", logging.WARNING)
     else:
         first_line = (str(err).strip().splitlines() or [""])[0][:300]
-        print(
-            f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {job.run_dir / 'summary.json'})",
-            file=sys.stderr,
-        )
+        say_last(f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {job.run_dir / 'summary.json'})")
     if interrupted:
         sys.exit(130)
     if not job.multirun:
@@ -140,8 +143,9 @@ def validate(cfg: DictConfig, job: Job) -> Components:
     typed), with ``resume=`` checked."""
     try:
         components = build_components(cfg, job.choices)
+        check_requirements(cfg, components)  # what the settings need of this machine and its files
     except ConfigError as err:
-        raise as_typed(err, cfg) from None
+        raise with_origin(as_typed(err, cfg), job) from None
     check_resume(cfg, job.run_dir, job.multirun)
     return components
 
@@ -156,6 +160,29 @@ def as_typed(err: ConfigError, cfg: DictConfig) -> ConfigError:
     problem = err.message.removeprefix(prefix)
     fix = err.fix.replace(f"{err.key}=", f"{typed}=") if err.fix else None
     return ConfigError(typed, err.value, f"{problem} (passed on to {err.key})", fix)
+
+
+def with_origin(err: ConfigError, job: Job) -> ConfigError:
+    """``err`` about a key the command line never set, with the overlay that set it (``experiment=``, ``+sweep=``,
+    ``+variant=``, ...): its fix is there, not on the command line."""
+    typed = {o.split("=", 1)[0].lstrip("+~") for o in job.overrides}
+    if err.key in typed:
+        return err
+    for group, option in job.overlays.items():
+        shown = f"sweeps/{option}.yaml" if group == "sweep" else f"conf/{group}/{option}.yaml"
+        path = (sweeps_dir() if group == "sweep" else config_dir() / group) / f"{option}.yaml"
+        data = OmegaConf.load(path) if path.is_file() else OmegaConf.create()
+        if OmegaConf.select(data, err.key, default=_UNSET) is not _UNSET:
+            where = f"{group}={option} sets it ({shown})"
+            fix = err.fix
+            if err.value is NO_VALUE:  # an unknown key: removing it from the command line is no fix
+                fix = f"it does not apply to the options now chosen: choose options it fits, or drop it from {shown}"
+            return ConfigError(err.key, err.value, f"{err.message.split(': ', 1)[-1]}; {where}", fix)
+    return err
+
+
+_UNSET = object()
+OVERLAY_GROUPS = ("experiment", "debug", "sweep", "variant", "vpd_arm", "evidence_arm")
 
 
 def check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None:

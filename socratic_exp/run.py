@@ -47,6 +47,7 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
         config = OmegaConf.to_container(cfg, resolve=True)
         components = validate(cfg, job)
         if cfg.dry_run:
+            components.teacher.preflight()  # a teacher server that does not answer, as the run checks it
             print(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}")
             return None
         record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)

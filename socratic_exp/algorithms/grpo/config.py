@@ -20,6 +20,7 @@ from socratic_exp.algorithms.base import Algorithm, RunContext
 from socratic_exp.algorithms.grpo.dynamic_sampling import DynamicSampling
 from socratic_exp.component import setting
 from socratic_exp.errors import ConfigError
+from socratic_exp.requirements import check_trl_args
 
 if TYPE_CHECKING:
     from socratic_exp.assembly import Components
@@ -102,6 +103,7 @@ class GRPO(Algorithm):
             f"sets {clashes}, which have their own keys or are set by socratic_exp",
             "set them as algorithm.<key> (or let the run set them)",
         )
+        check_trl_args(self.trl_args)  # every other key a GRPOConfig field (read from TRL's source: no import)
 
     def check_compatible(self, components: Components) -> None:
         buffer = components.task.overlong_buffer
@@ -153,15 +155,6 @@ class GRPO(Algorithm):
     def grpo_config(self, ctx: RunContext) -> Any:
         from trl import GRPOConfig
 
-        known = {f.name for f in dataclasses.fields(GRPOConfig)}
-        for key in self.trl_args:
-            if key not in known:
-                raise ConfigError(
-                    f"algorithm.trl_args.{key}",
-                    self.trl_args[key],
-                    "is not a trl.GRPOConfig field",
-                    "check the name against TRL's GRPOConfig docs",
-                )
         return GRPOConfig(**self.trl_kwargs(ctx))
 
     def trainer_base(self) -> type:

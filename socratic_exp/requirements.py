@@ -1,0 +1,256 @@
+"""What a setting needs of the machine and its files, checked by ``dry_run=true`` and in a run's first seconds, before
+anything loads: vLLM installed within the versions TRL supports (``use_vllm``), a ``trl vllm-serve`` that answers
+(``vllm_mode=server``), deepspeed for a DeepSpeed profile, bf16 only
+where the device computes it, the data files readable, every number finite; and, for a sweep, its processes per job
+against the GPUs this machine shows. Each failure is one line naming the setting and the fix. (``check_trl_args``,
+every ``trl_args`` key a ``GRPOConfig`` field, is a check of the algorithm's own config.)
+
+Nothing here imports torch, TRL or vLLM: versions come from the packages' metadata, ``GRPOConfig``'s fields from TRL's
+source (``ast``), the GPUs from ``CUDA_VISIBLE_DEVICES`` / ``nvidia-smi``. bf16 alone asks torch, and only when set.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.metadata
+import importlib.util
+import math
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from socratic_exp.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from socratic_exp.assembly import Components
+
+SERVER_TIMEOUT_S = 5.0
+PEEK_ROWS = 5  # the rows of each data file parsed before anything loads
+
+
+def check_requirements(cfg: DictConfig, components: Components) -> None:
+    """Every check of the module docstring that applies to ``cfg``'s run."""
+    check_finite(cfg)
+    algorithm = components.algorithm
+    if getattr(algorithm, "use_vllm", False):
+        check_vllm()
+        if algorithm.vllm_mode == "server":
+            check_vllm_server(algorithm.trl_args)
+    if getattr(algorithm, "bf16", None) is True:
+        check_bf16(algorithm.trl_args)
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        check_deepspeed("the accelerate launch's DeepSpeed profile")
+    for split, path in (components.task.data_files or {}).items():
+        peek_data_file(str(path), f"task.data_files.{split}")
+
+
+def check_finite(cfg: DictConfig) -> None:
+    """No setting is inf or nan (a learning rate of inf fails a step later without naming itself)."""
+    for key, value in _leaves(OmegaConf.to_container(cfg, resolve=True), ""):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+
+
+def _leaves(node: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(node, dict):
+        return [leaf for key, value in node.items() for leaf in _leaves(value, f"{prefix}{key}.")]
+    if isinstance(node, list):
+        return [leaf for i, value in enumerate(node) for leaf in _leaves(value, f"{prefix}{i}.")]
+    return [(prefix.rstrip("."), node)]
+
+
+# --- vLLM and DeepSpeed ------------------------------------------------------------------------------------------
+def trl_supported(package: str) -> str:
+    """The version range TRL's own extra gives ``package`` (``vllm<=0.31.0,>=0.22.0``), from TRL's metadata."""
+    for requirement in importlib.metadata.requires("trl") or []:
+        name, _, marker = requirement.partition(";")
+        if name.strip().startswith(package) and f'extra == "{package}"' in marker:
+            return name.strip()[len(package) :]
+    return ""
+
+
+def check_vllm() -> None:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    supported = trl_supported("vllm")
+    fix = f'pip install -e ".[vllm]" (TRL supports vllm{supported}), or algorithm.use_vllm=false'
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError("algorithm.use_vllm", True, "needs vLLM, which is not installed", fix)
+    installed = importlib.metadata.version("vllm")
+    if supported and Version(Version(installed).base_version) not in SpecifierSet(supported):
+        raise ConfigError("algorithm.use_vllm", True, f"vLLM {installed} is outside TRL's range vllm{supported}", fix)
+
+
+def check_vllm_server(trl_args: dict[str, Any]) -> None:
+    """``vllm_mode=server``: the ``trl vllm-serve`` that TRL would connect to answers its health check."""
+    base = trl_args.get("vllm_server_base_url")
+    if not base:
+        host = trl_args.get("vllm_server_host", "0.0.0.0")
+        base = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{trl_args.get('vllm_server_port', 8000)}"
+    try:
+        with urllib.request.urlopen(f"{base.rstrip('/')}/health/", timeout=SERVER_TIMEOUT_S) as response:
+            ok = response.status == 200
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        ok, reason = False, str(getattr(err, "reason", err))
+    else:
+        reason = "" if ok else f"HTTP {response.status}"
+    if not ok:
+        raise ConfigError(
+            "algorithm.vllm_mode",
+            "server",
+            f"no trl vllm-serve answers at {base} ({reason})",
+            "start it first (CUDA_VISIBLE_DEVICES=<gpus> trl vllm-serve --model <student>), set "
+            "+algorithm.trl_args.vllm_server_base_url=<url>, or algorithm.vllm_mode=colocate",
+        )
+
+
+def check_deepspeed(what: str) -> None:
+    if importlib.util.find_spec("deepspeed") is None:
+        raise UserError(f"{what} needs deepspeed, which is not installed", 'pip install -e ".[deepspeed]"')
+
+
+# --- TRL's settings ----------------------------------------------------------------------------------------------
+def check_trl_args(trl_args: dict[str, Any]) -> None:
+    known = grpo_config_fields()
+    for key in trl_args:
+        if key not in known:
+            close = sorted(k for k in known if k.startswith(key[:4]))[:5]
+            raise ConfigError(
+                f"algorithm.trl_args.{key}",
+                trl_args[key],
+                "is not a trl.GRPOConfig field",
+                f"check the name in TRL {importlib.metadata.version('trl')}'s GRPOConfig"
+                + (f" (close: {', '.join(close)})" if close else ""),
+            )
+
+
+@functools.cache
+def grpo_config_fields() -> frozenset[str]:
+    """``trl.GRPOConfig``'s dataclass fields, read from the installed TRL's source and transformers' (its bases'
+    annotated class attributes), without importing either (importing TRL takes seconds)."""
+    trl_dir = Path(importlib.util.find_spec("trl").origin).parent  # type: ignore[union-attr, arg-type]
+    transformers_dir = Path(importlib.util.find_spec("transformers").origin).parent  # type: ignore[union-attr, arg-type]
+    chain = [
+        (trl_dir / "trainer" / "grpo_config.py", "GRPOConfig"),
+        (trl_dir / "trainer" / "base_config.py", "_BaseConfig"),
+        (transformers_dir / "training_args.py", "TrainingArguments"),
+    ]
+    fields: set[str] = set()
+    for path, name in chain:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
+        fields |= {
+            node.target.id
+            for node in cls.body
+            if isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and "ClassVar" not in ast.unparse(node.annotation)
+        }
+    return frozenset(fields)
+
+
+def check_bf16(trl_args: dict[str, Any]) -> None:
+    """bf16 on a device that computes it: a CUDA GPU with bf16, or a CPU run (``use_cpu`` or no GPU) on a CPU with
+    native bf16 (AVX512-BF16 or AMX), where it is not emulated."""
+    import torch
+
+    on_gpu = torch.cuda.is_available() and not trl_args.get("use_cpu", False)
+    if on_gpu and torch.cuda.is_bf16_supported():
+        return
+    if not on_gpu and any(
+        getattr(torch.cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    ):
+        return
+    device = torch.cuda.get_device_name() if on_gpu else "this CPU"
+    raise ConfigError(
+        "algorithm.bf16", True, f"{device} has no native bf16", "algorithm.bf16=null (bf16 where the device has it)"
+    )
+
+
+# --- data files --------------------------------------------------------------------------------------------------
+def peek_data_file(path: str, key: str) -> None:
+    """The first rows of a data file parse: JSON Lines / JSON objects, or a parquet file's first batch."""
+    from socratic_exp.tasks.hub_data import first_line
+
+    file = Path(path)
+    if file.is_dir():
+        raise ConfigError(key, path, "is a folder, not a data file", "name a .jsonl, .json or .parquet file in it")
+    if not file.is_file():
+        raise ConfigError(key, path, "does not exist", "point it at an existing JSON Lines, JSON or parquet file")
+    try:
+        if file.suffix.lower() == ".parquet":
+            import pyarrow.parquet as pq
+
+            next(pq.ParquetFile(file).iter_batches(batch_size=PEEK_ROWS), None)
+            return
+        with file.open(encoding="utf-8") as handle:
+            head = handle.read(1 << 16)
+    except UnicodeDecodeError:
+        raise ConfigError(
+            key, path, "is not a text file (not UTF-8)", "give a JSON Lines, JSON or parquet file"
+        ) from None
+    except OSError as err:
+        raise ConfigError(key, path, f"cannot be read ({err.strerror or err})", "check its permissions") from None
+    except Exception as err:  # pyarrow raises several types for a file that is not parquet
+        raise ConfigError(key, path, f"is not readable as parquet ({first_line(err)})", "give a valid file") from None
+    _peek_json(head, path, key)
+
+
+def _peek_json(head: str, path: str, key: str) -> None:
+    import json
+
+    text = head.lstrip()
+    if not text:
+        raise ConfigError(key, path, "is empty", "give a file with one JSON object per line")
+    if text.startswith("["):
+        return  # a JSON array: parsed whole when the task reads it
+    lines = [line for line in head.splitlines() if line.strip()]
+    complete = lines if len(head) < (1 << 16) else lines[:-1]  # the last line may be cut by the read
+    for number, line in enumerate(complete[:PEEK_ROWS], 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ConfigError(
+                key, path, f"line {number} is not valid JSON ({err.msg})", "each line must be one JSON object"
+            ) from None
+        if not isinstance(record, dict):
+            raise ConfigError(key, path, f"line {number} is a {type(record).__name__}, not a JSON object")
+
+
+# --- a sweep's launch --------------------------------------------------------------------------------------------
+def check_launch(launcher: DictConfig, trl_args: dict[str, Any]) -> None:
+    """The local launcher's processes per job fit the GPUs this machine shows (CPU processes need ``use_cpu``), and
+    an accelerate profile with DeepSpeed finds deepspeed installed."""
+    from socratic_exp.launcher import visible_gpus
+
+    processes = int(launcher.get("processes_per_job") or 1)
+    gpus_per_job = int(launcher.get("gpus_per_job") or 0)
+    gpus = visible_gpus()
+    if gpus and gpus_per_job > len(gpus):
+        raise ConfigError(
+            "hydra.launcher.gpus_per_job",
+            gpus_per_job,
+            f"asks for more GPUs per job than this machine shows ({len(gpus)}: {','.join(gpus)})",
+            f"hydra.launcher.processes_per_job={len(gpus)} or fewer",
+        )
+    if not gpus and processes > 1 and not trl_args.get("use_cpu", False):
+        raise ConfigError(
+            "hydra.launcher.processes_per_job",
+            processes,
+            "needs a GPU per process, and this machine shows none",
+            "run on a GPU machine, or add +algorithm.trl_args.use_cpu=true for CPU processes",
+        )
+    profile = launcher.get("accelerate_config")
+    if profile:
+        if not Path(str(profile)).is_file():
+            raise ConfigError(
+                "hydra.launcher.accelerate_config", profile, "does not exist", "name a launch/accelerate/*.yaml file"
+            )
+        if str(OmegaConf.load(profile).get("distributed_type", "")).upper() == "DEEPSPEED":
+            check_deepspeed(f"hydra.launcher.accelerate_config={profile}")
