@@ -8,7 +8,9 @@ line; elsewhere (a file, a SLURM log, a captured pipe) a plain line every tenth 
 progress goes to their log files only: the launcher prints one line per job start and end.
 
 Dependency noise (deprecation warnings raised inside torch, transformers, TRL, ...) is filtered once, here
-(``filter_dependency_noise``); other warnings stay and reach the log file as well.
+(``filter_dependency_noise``); other warnings stay and reach the log file as well. The libraries' own info lines (the
+HTTP client's line per teacher request, ...) go to the log file only (``quiet_console``), and the line a failed run
+ends with reaches the log file as well as stderr (``say_last``).
 
 The display is cheap by construction: ``advance`` (once per optimizer step) compares integers and, on a
 terminal, calls ``tqdm.update`` (which redraws at most every 0.5 s); ``observe`` (once per logging step) keeps the
@@ -32,6 +34,8 @@ from typing import IO, Any
 STEP_LOG = "socratic_exp.steps"  # TRL's per-step dictionaries: the log file only
 PROGRESS_LOG = "socratic_exp.progress"  # the plain progress lines: the log file; the console when not live
 EVAL_LOG = "socratic_exp.evaluation"  # one line per held-out evaluation: the log file and the console
+END_LOG = "socratic_exp.end"  # the line a failed or interrupted run ends with: the log file (stderr has it as printed)
+OURS = "socratic_exp"  # the loggers whose info lines the console shows; the libraries' go to the log file only
 REWARD_WINDOW = 10  # logging steps in the reward's moving mean
 PLAIN_LINES = 10  # progress lines of a run when the output is not a terminal
 QUIET_SECONDS = 10.0  # long work outside the steps (evaluations, phases) shows its progress from this long on
@@ -130,22 +134,53 @@ def route(name: str, to_console: bool) -> logging.Logger:
     return logger
 
 
+class OursOnConsole(logging.Filter):
+    """On a console handler: our own lines (``socratic_exp.*``) and every warning and error pass; the libraries'
+    info lines (httpx's ``HTTP Request: POST ...`` per teacher request, openai's retries, matplotlib's font cache,
+    ...) do not: they reach the log file only. Matched on the logger's name rather than a list of libraries, since
+    the set of chatty libraries (and their names: ``httpx2``) changes with every dependency."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or record.name == OURS or record.name.startswith(OURS + ".")
+
+
+CONSOLE_FILTER = OursOnConsole()
+
+
+def _console_handlers() -> list[logging.Handler]:
+    # Hydra's console is a plain StreamHandler (a FileHandler is a StreamHandler too: hence ``type(...) is``)
+    return [h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler]
+
+
 @contextlib.contextmanager
 def quiet_console(quiet: bool = True) -> Iterator[None]:
-    """Within: the console shows warnings and errors only (a sweep's job, whose launcher prints its start and end);
-    the log file still gets everything."""
-    consoles = [
-        h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler and h.level < logging.WARNING
-    ]
+    """Within: the console shows our own lines and every warning and error, the libraries' info lines going to the
+    log file only (``OursOnConsole``); with ``quiet`` (a sweep's job, whose launcher prints its start and end) the
+    console shows warnings and errors only. The log file still gets everything."""
+    consoles = _console_handlers()
     levels = [h.level for h in consoles]
+    filtered = [h for h in consoles if CONSOLE_FILTER not in h.filters]
+    for handler in filtered:
+        handler.addFilter(CONSOLE_FILTER)
     if quiet:
         for handler in consoles:
-            handler.setLevel(logging.WARNING)
+            handler.setLevel(max(handler.level, logging.WARNING))
     try:
         yield
     finally:
         for handler, level in zip(consoles, levels, strict=True):
             handler.setLevel(level)
+        for handler in filtered:
+            handler.removeFilter(CONSOLE_FILTER)
+
+
+def say_last(line: str, level: int = logging.ERROR) -> None:
+    """The line a failed or interrupted run ends with: printed as it is on stderr (the user's last line, without the
+    log format), and written to the run's log file only through logging, so the console shows it once."""
+    print(line, file=sys.stderr, flush=True)
+    logger = route(END_LOG, to_console=False)
+    if logger.handlers:  # no log file (not under Hydra): Python's last-resort handler would print it a second time
+        logger.log(level, line)
 
 
 def log_step_metrics(step: int, logs: dict[str, Any]) -> None:
@@ -334,8 +369,13 @@ class ProgressDisplay:
             from tqdm.auto import tqdm
             from tqdm.contrib.logging import logging_redirect_tqdm
 
+            before = list(logging.getLogger().handlers)
             self._redirect = logging_redirect_tqdm()  # log lines print above the bar, not through it
             self._redirect.__enter__()
+            if any(CONSOLE_FILTER in h.filters for h in before):  # an older tqdm copies the format, not the filter
+                for handler in logging.getLogger().handlers:
+                    if handler not in before:
+                        handler.addFilter(CONSOLE_FILTER)
             self._bar = tqdm(
                 total=total,
                 initial=step,
