@@ -21,6 +21,7 @@ from socratic_exp import launcher
 from socratic_exp.assembly import build_components
 from socratic_exp.hydra_support import _sweep_dir
 from socratic_exp.run_folder import read_summary
+from socratic_exp.sweep_grid import job_overrides
 
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
 ACCELERATE_PROFILES = sorted((ROOT / "launch" / "accelerate").glob("*.yaml"))
@@ -35,9 +36,9 @@ def test_every_sweep_follows_the_convention(path):
     params = data["hydra"]["sweeper"]["params"]
     assert "seed" in params, "seeds are a sweep axis"
     assert f"| `{path.stem}` |" in (ROOT / "sweeps" / "README.md").read_text(), "listed in sweeps/README.md"
-    # the grid's first job composes and validates
-    first = [f"{key}={str(values).split(',')[0]}" for key, values in params.items()]
-    build_components(compose(f"+sweep={path.stem}", *first))
+    # the grid's first job composes and validates (tests/test_sweep_matrix.py: every job, over every setup)
+    first = job_overrides(f"+sweep={path.stem}")[0]
+    build_components(compose(*first))
 
 
 def test_every_experiment_overlay_is_in_the_readme_index():

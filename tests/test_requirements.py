@@ -1,0 +1,185 @@
+"""What a setting needs of the machine and its files, refused at dry_run (and in a run's first seconds) in one line:
+vLLM and its version, a trl vllm-serve that answers, deepspeed, GRPOConfig fields, bf16, GPUs per job, data files,
+finite numbers. The machine's facts are faked where this machine has the package or resource."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import importlib.metadata
+import importlib.util
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import ROOT, compose
+from omegaconf import OmegaConf
+
+from socratic_exp import requirements
+from socratic_exp.assembly import build_components
+from socratic_exp.errors import ConfigError, UserError
+
+
+def missing(*names: str):
+    real = importlib.util.find_spec
+    return lambda name, *a: None if name in names else real(name, *a)
+
+
+def test_use_vllm_without_vllm_names_the_setting_and_the_extra(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", missing("vllm"))
+    with pytest.raises(ConfigError) as err:
+        requirements.check_vllm()
+    assert str(err.value) == (
+        'algorithm.use_vllm=True: needs vLLM, which is not installed (fix: pip install -e ".[vllm]" (TRL supports '
+        "vllm<=0.31.0,>=0.22.0), or algorithm.use_vllm=false)"
+    )  # TRL 1.16.0's own extra: vllm>=0.22.0,<=0.31.0 (its METADATA)
+
+
+@pytest.mark.parametrize(("installed", "ok"), [("0.21.1", False), ("0.22.0", True), ("0.30.0+cu129", True),
+                                               ("0.31.0", True), ("0.31.1", False)])  # fmt: skip
+def test_a_vllm_outside_trls_range_is_refused(monkeypatch, installed, ok):
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else None)
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: installed if name == "vllm" else real_version(name))
+    if ok:
+        requirements.check_vllm()
+        return
+    with pytest.raises(ConfigError, match=f"vLLM {installed} is outside TRL's range"):
+        requirements.check_vllm()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_vllm_server_mode_needs_a_server_that_answers():
+    port = free_port()  # nothing listens there
+    with pytest.raises(ConfigError) as err:
+        requirements.check_vllm_server({"vllm_server_port": port})
+    assert f"no trl vllm-serve answers at http://127.0.0.1:{port}" in str(err.value)
+    assert "algorithm.vllm_mode=colocate" in str(err.value)
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health/" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        requirements.check_vllm_server({"vllm_server_base_url": f"http://127.0.0.1:{server.server_address[1]}"})
+    finally:
+        server.shutdown()
+
+
+def test_a_deepspeed_launch_needs_deepspeed(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", missing("deepspeed"))
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(UserError, match=r"DeepSpeed profile needs deepspeed, which is not installed \(fix: pip"):
+        requirements.check_requirements(compose(), build_components(compose()))
+    launcher = OmegaConf.create({"processes_per_job": 1, "gpus_per_job": 0,
+                                 "accelerate_config": str(ROOT / "launch/accelerate/zero3.yaml")})  # fmt: skip
+    with pytest.raises(UserError, match=r"zero3\.yaml needs deepspeed"):
+        requirements.check_launch(launcher, {})
+    launcher.accelerate_config = str(ROOT / "launch/accelerate/ddp.yaml")  # no DeepSpeed in it
+    requirements.check_launch(launcher, {})
+
+
+def test_trl_args_are_checked_against_grpo_configs_fields_read_from_source():
+    from trl import GRPOConfig
+
+    assert requirements.grpo_config_fields() == {f.name for f in dataclasses.fields(GRPOConfig)}
+    with pytest.raises(ConfigError) as err:
+        build_components(compose("+algorithm.trl_args.top_entropy_quantil=0.2"))
+    assert str(err.value).startswith("algorithm.trl_args.top_entropy_quantil=0.2: is not a trl.GRPOConfig field")
+    assert "top_entropy_quantile" in str(err.value)
+    build_components(compose("+algorithm.trl_args.top_entropy_quantile=0.2"))
+
+
+def test_bf16_only_where_the_device_computes_it(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        monkeypatch.setattr(torch.cpu, probe, lambda: False, raising=False)
+    with pytest.raises(
+        ConfigError, match=r"algorithm.bf16=True: this CPU has no native bf16 \(fix: algorithm.bf16=null"
+    ):
+        requirements.check_bf16({})
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    requirements.check_bf16({})
+
+
+def test_a_sweeps_processes_per_job_must_fit_the_gpus(monkeypatch):
+    from socratic_exp import launcher as local
+
+    launcher = OmegaConf.create({"processes_per_job": 2, "gpus_per_job": 2, "accelerate_config": None})
+    monkeypatch.setattr(local, "visible_gpus", lambda: ["0"])
+    with pytest.raises(
+        ConfigError, match=r"gpus_per_job=2: asks for more GPUs per job than this machine shows \(1: 0\)"
+    ):
+        requirements.check_launch(launcher, {})
+    monkeypatch.setattr(local, "visible_gpus", lambda: [])
+    with pytest.raises(ConfigError, match="needs a GPU per process, and this machine shows none"):
+        requirements.check_launch(launcher, {})
+    requirements.check_launch(launcher, {"use_cpu": True})  # CPU processes (gloo)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "is empty"),
+        (b'{"question": "1+1", "answer": "2"}\n{"question": "2+2"\n', "line 2 is not valid JSON"),
+        (b'{"question": "1+1"}\n[1, 2]\n', "line 2 is a list, not a JSON object"),
+        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "is not a text file (not UTF-8)"),
+    ],
+)
+def test_data_files_are_read_to_their_first_rows(tmp_path, content, expected):
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(f"task.data_files.train='{path}': {expected}")):
+        requirements.peek_data_file(str(path), "task.data_files.train")
+
+
+def test_a_folder_or_a_broken_parquet_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder, not a data file"):
+        requirements.peek_data_file(str(tmp_path), "task.data_files.eval")
+    broken = tmp_path / "train.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    with pytest.raises(ConfigError, match="is not readable as parquet"):
+        requirements.peek_data_file(str(broken), "task.data_files.train")
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"question": "1+1", "answer": "2"}\n' * 3)
+    requirements.peek_data_file(str(good), "task.data_files.train")
+
+
+@pytest.mark.parametrize("override", ["algorithm.learning_rate=inf", "eval.temperature=nan", "algorithm.beta=-inf"])
+def test_every_number_is_finite(override):
+    key, value = override.split("=")
+    with pytest.raises(ConfigError) as err:
+        requirements.check_finite(compose(override))
+    assert str(err.value) == f"{key}={float(value)!r}: must be a finite number (fix: set {key} to a finite value)"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_a_paper_overlay_fails_at_dry_run_without_vllm(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "socratic_exp", "experiment=socraticpo_sciknoweval", "dry_run=true"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "SOCRATIC_EXP_OUTPUTS": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: algorithm.use_vllm=True: needs vLLM, which is not installed; experiment=socraticpo_sciknoweval sets "
+        'it (conf/experiment/socraticpo_sciknoweval.yaml) (fix: pip install -e ".[vllm]" (TRL supports '
+        "vllm<=0.31.0,>=0.22.0), or algorithm.use_vllm=false)"
+    ]
+    assert "Traceback" not in proc.stderr + proc.stdout
