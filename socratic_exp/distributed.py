@@ -128,6 +128,22 @@ def launch_layout(trainer: Any) -> dict[str, Any]:
     return {"processes": accelerator.num_processes, "distributed_type": kind}
 
 
+def peak_memory() -> dict[str, float]:
+    """This process's peak memory so far, in GiB (recorded in ``summary.json``): the CPU's resident set and, on a
+    GPU, torch's peak allocation and reservation on the current device (the planner's figures, measured)."""
+    import resource
+    import sys
+
+    import torch
+
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 if sys.platform != "darwin" else 1024)
+    peak = {"cpu_rss_gib": round(kib / 2**20, 3)}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak["gpu_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        peak["gpu_reserved_gib"] = round(torch.cuda.max_memory_reserved() / 2**30, 3)
+    return peak
+
+
 def from_main(value: T) -> T:
     """The main process's ``value`` on every process: what only the main one computes (a teacher's reply)."""
     import torch.distributed as dist

@@ -133,6 +133,7 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
                 choices=c.choices,
                 student=student.info,
                 collapse=guard.summary(),
+                peak_memory=distributed.peak_memory(),
             )
             plot_learning_curves(metrics_file.read(), job.run_dir / "learning_curves.png")
             c.logger.finish(0, summary={"objective": objective, **final})
