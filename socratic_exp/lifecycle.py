@@ -143,7 +143,7 @@ def validate(cfg: DictConfig, job: Job) -> Components:
     typed), with ``resume=`` checked."""
     try:
         components = build_components(cfg, job.choices)
-        check_requirements(cfg, components)  # what the settings need of this machine and its files
+        check_requirements(cfg, components, wait_for_servers=not cfg.get("dry_run"))  # of the machine, its files
     except ConfigError as err:
         raise with_origin(as_typed(err, cfg), job) from None
     check_resume(cfg, job.run_dir, job.multirun)

@@ -17,6 +17,7 @@ import importlib.metadata
 import importlib.util
 import math
 import os
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -30,17 +31,22 @@ if TYPE_CHECKING:
     from socratic_exp.assembly import Components
 
 SERVER_TIMEOUT_S = 5.0
+TRL_SERVER_TIMEOUT_S = 240.0  # GRPOConfig.vllm_server_timeout's default
 PEEK_ROWS = 5  # the rows of each data file parsed before anything loads
 
 
-def check_requirements(cfg: DictConfig, components: Components) -> None:
-    """Every check of the module docstring that applies to ``cfg``'s run."""
+def check_requirements(cfg: DictConfig, components: Components, wait_for_servers: bool = False) -> None:
+    """Every check of the module docstring that applies to ``cfg``'s run; ``wait_for_servers``: a run waits for a
+    ``trl vllm-serve`` that is still starting as long as TRL would (``vllm_server_timeout``), a dry run asks once."""
     check_finite(cfg)
     algorithm = components.algorithm
     if getattr(algorithm, "use_vllm", False):
         check_vllm()
         if algorithm.vllm_mode == "server":
-            check_vllm_server(algorithm.trl_args)
+            wait_s = (
+                float(algorithm.trl_args.get("vllm_server_timeout", TRL_SERVER_TIMEOUT_S)) if wait_for_servers else 0
+            )
+            check_vllm_server(algorithm.trl_args, wait_s)
     if getattr(algorithm, "bf16", None) is True:
         check_bf16(algorithm.trl_args)
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
@@ -87,24 +93,28 @@ def check_vllm() -> None:
         raise ConfigError("algorithm.use_vllm", True, f"vLLM {installed} is outside TRL's range vllm{supported}", fix)
 
 
-def check_vllm_server(trl_args: dict[str, Any]) -> None:
-    """``vllm_mode=server``: the ``trl vllm-serve`` that TRL would connect to answers its health check."""
+def check_vllm_server(trl_args: dict[str, Any], wait_s: float = 0.0) -> None:
+    """``vllm_mode=server``: the ``trl vllm-serve`` that TRL would connect to answers its health check (asked every
+    2 s for ``wait_s`` seconds: a server on another node may still be loading its model)."""
     base = trl_args.get("vllm_server_base_url")
     if not base:
         host = trl_args.get("vllm_server_host", "0.0.0.0")
         base = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{trl_args.get('vllm_server_port', 8000)}"
-    try:
-        with urllib.request.urlopen(f"{base.rstrip('/')}/health/", timeout=SERVER_TIMEOUT_S) as response:
-            ok = response.status == 200
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        ok, reason = False, str(getattr(err, "reason", err))
-    else:
-        reason = "" if ok else f"HTTP {response.status}"
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base.rstrip('/')}/health/", timeout=SERVER_TIMEOUT_S) as response:
+                ok, reason = response.status == 200, f"HTTP {response.status}"
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            ok, reason = False, str(getattr(err, "reason", err))
+        if ok or time.monotonic() >= deadline:
+            break
+        time.sleep(2.0)
     if not ok:
         raise ConfigError(
             "algorithm.vllm_mode",
             "server",
-            f"no trl vllm-serve answers at {base} ({reason})",
+            f"no trl vllm-serve answers at {base} ({reason}{f', waited {wait_s:.0f} s' if wait_s else ''})",
             "start it first (CUDA_VISIBLE_DEVICES=<gpus> trl vllm-serve --model <student>), set "
             "+algorithm.trl_args.vllm_server_base_url=<url>, or algorithm.vllm_mode=colocate",
         )
