@@ -11,6 +11,7 @@ from conftest import ROOT, compose
 
 from socratic_exp.assembly import build_components
 from socratic_exp.errors import ConfigError
+from socratic_exp.sweep_grid import check_setup
 
 # flags and values that are not overrides, or need something outside the config (a run folder, a shell variable)
 NOT_CHECKABLE = ("--help", "--cfg", "resume=outputs", "$", "<")
@@ -50,6 +51,10 @@ def test_readme_command_composes_and_validates(overrides):
     sweep_values = [o for o in overrides if "," in o.split("=", 1)[-1] and "{" not in o]
     # a sweep's first value of each swept key stands for the whole sweep
     single = [o.split(",", 1)[0] if o in sweep_values else o for o in overrides]
+    sweep = next((o.split("=", 1)[1] for o in overrides if o.startswith("+sweep=")), None)
+    if sweep:  # a paper sweep over a setup: the pair is one the sweep runs over (tests/test_sweep_matrix.py)
+        experiment = next((o.split("=", 1)[1] for o in overrides if o.startswith("experiment=")), None)
+        check_setup(sweep, experiment, overrides)
     try:
         build_components(compose(*single))
     except ConfigError as error:  # an example file of the user's own that this machine lacks
