@@ -61,6 +61,22 @@ class TRLDistiller(Distiller):
     def enabled(self) -> bool:
         return True
 
+    def model_copies(self, components: Any) -> list[Any]:
+        """What a distillation holds while it runs, for ``models/memory.py``: the phase's own TRL trainer keeps its
+        own AdamW moments over what the student trains (the RL trainer keeps its too); options add their copies."""
+        from socratic_exp.models.memory import TRAINABLE, ModelCopy
+
+        return [
+            ModelCopy(
+                "distillation's AdamW moments (the phase's optimizer)",
+                of=TRAINABLE,
+                state="moments",
+                phase="during a distillation",
+                key="distill_moments",
+                evidence="trl_phases.run_phase (a TRL trainer of its own)",
+            )
+        ]
+
     # --- shared by the options ------------------------------------------------------------------------------
     @staticmethod
     def per_process(batch_size: int) -> int:

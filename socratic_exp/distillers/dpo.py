@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
@@ -35,6 +35,20 @@ class DPODistiller(TRLDistiller):
         "the deliberately unhelpful viewpoint of rejected=negative_viewpoint when no viewpoint has retired",
     )
     require_verified: bool = setting(True, "keep a pair only when the verifier scores chosen above rejected")
+
+    def model_copies(self, components: Any) -> list[Any]:
+        """The phase's optimizer (``TRLDistiller``) and DPO's frozen reference: a copy of the student as it was before
+        the phase (with LoRA TRL's ``ref`` adapter over the shared base weights)."""
+        from socratic_exp.models.memory import ADAPTER, STUDENT, ModelCopy
+
+        reference = ModelCopy(
+            "DPO reference: a frozen copy of the student",
+            of=ADAPTER if components.model.lora.enabled else STUDENT,
+            phase="during a distillation",
+            key="distill_reference",
+            evidence="trl_phases.dpo_phase",
+        )
+        return [*super().model_copies(components), reference]
 
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int

@@ -54,6 +54,21 @@ class KLDistiller(TRLDistiller):
             f"must be a multiple of distiller.num_generations ({self.num_generations})",
         )
 
+    def model_copies(self, components: Any) -> list[Any]:
+        """The phase's optimizer (``TRLDistiller``) and its teacher: a frozen snapshot of the student as it is now
+        (with LoRA a snapshot adapter over the shared base weights), deleted when the phase ends."""
+        from socratic_exp.models.memory import ADAPTER, STUDENT, ModelCopy
+
+        lora = components.model.lora.enabled
+        snapshot = ModelCopy(
+            "distillation teacher: a frozen snapshot of the student",
+            of=ADAPTER if lora else STUDENT,
+            phase="during a distillation",
+            key="distill_snapshot",
+            evidence="distillers/kl.py KLDistiller.distill (" + ("adapter_copy" if lora else "frozen_copy") + ")",
+        )
+        return [*super().model_copies(components), snapshot]
+
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
     ) -> dict[str, float]:

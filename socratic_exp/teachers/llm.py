@@ -141,6 +141,57 @@ class LLMTeacher(Teacher):
             info=info,
         )
 
+    def model_copies(self, components: Any) -> list[Any]:
+        """The teacher's weights, for ``models/memory.py``: none of its own with self-guidance; a copy of the student
+        when the algorithm decouples it (``decouple_from_student``, made before the trainer moves the student, so in
+        CPU memory); a separate model loaded without a device map (CPU memory, generating there) or by vLLM (GPU).
+        Meta-updates (DPO phases) move the teacher to the GPU and, while they run, add its gradients, AdamW moments
+        and a frozen DPO reference (``trl_phases.dpo_phase``)."""
+        from socratic_exp.models.memory import HUB, SHARED, STUDENT, ModelCopy
+
+        algorithm = components.algorithm
+        decoupled = getattr(algorithm, "decouples_teacher", False)
+        trained = decoupled and getattr(algorithm, "trains_teacher", False) and self.backend == "transformers"
+        where = "; moved to the GPU by its first meta-update (DPOTrainer)" if trained else ""
+        if self.model is None and not decoupled:
+            return [ModelCopy("teacher (self-guidance)", of=SHARED, key="teacher", note="the student's own weights")]
+        if self.model is None:
+            own, dtype, name = STUDENT, None, "teacher: a copy of the student (decoupled)"
+            note = "frozen_copy of the student as loaded (before any LoRA adapters), in CPU memory" + where
+        else:
+            own, dtype, name = HUB + self.model, self.dtype, f"teacher {self.model}"
+            note = "loaded without a device map: in CPU memory, generating there" + where
+        if self.backend == "vllm":
+            note = "vllm.LLM(model, dtype): vLLM's default gpu_memory_utilization=0.9 of the GPU, with its KV cache"
+            return [ModelCopy(name, of=own, dtype=dtype, counted=False, key="teacher", note=note)]
+        copies = [
+            ModelCopy(name, of=own, dtype=dtype, on_host=not trained, trainable=trained, key="teacher", note=note)
+        ]
+        if trained:
+            phase = "during a teacher meta-update"
+            copies += [
+                ModelCopy(
+                    "teacher's gradients", of=own, dtype=dtype, state="gradients", phase=phase, key="teacher_grads"
+                ),
+                ModelCopy(
+                    "teacher's AdamW moments (the phase's optimizer)",
+                    of=own,
+                    dtype=dtype,
+                    state="moments",
+                    phase=phase,
+                    key="teacher_moments",
+                ),
+                ModelCopy(
+                    "teacher's DPO reference (frozen copy)",
+                    of=own,
+                    dtype=dtype,
+                    phase=phase,
+                    key="teacher_reference",
+                    evidence="trl_phases.dpo_phase (frozen_copy)",
+                ),
+            ]
+        return copies
+
     def cannot_meta_learn(self) -> tuple[str, str] | None:
         if self.backend == "vllm":
             return (

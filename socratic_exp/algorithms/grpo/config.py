@@ -157,6 +157,51 @@ class GRPO(Algorithm):
 
         return GRPOConfig(**self.trl_kwargs(ctx))
 
+    def model_copies(self, components: Components) -> list[Any]:
+        """What TRL's GRPOTrainer holds besides the student (``models/memory.py`` sizes it; subclasses add theirs):
+        the reference model when ``beta`` > 0, and vLLM's own copy of the weights in colocate mode."""
+        from socratic_exp.models.memory import SHARED, STUDENT, ModelCopy
+
+        copies = []
+        if self.beta > 0:
+            name, key = f"reference model (beta={self.beta:g})", "reference"
+            if components.model.lora.enabled:  # GRPOTrainer.__init__: a PEFT student needs no ref_model
+                copies.append(ModelCopy(name, of=SHARED, key=key, note="the base model with the adapters disabled"))
+            else:
+                copies.append(
+                    ModelCopy(
+                        name,
+                        of=STUDENT,
+                        sharded=True,
+                        key=key,
+                        note="TRL reloads it from the student's path at the student's dtype (ZeRO-3 shards it)",
+                        evidence="trl/trainer/grpo_trainer.py GRPOTrainer.__init__ (create_model_from_path)",
+                    )
+                )
+        if self.use_vllm and self.vllm_mode == "colocate":
+            share = self.trl_args.get("vllm_gpu_memory_utilization", 0.3)  # GRPOConfig's default
+            split = int(self.trl_args.get("vllm_tensor_parallel_size", 1))
+            sleeps = self.trl_args.get("vllm_enable_sleep_mode", False)
+            note = (
+                f"vllm.LLM(model=<the student's path>) in each process, 16-bit, inside the "
+                f"vllm_gpu_memory_utilization={share:g} of each GPU that vLLM reserves with its KV cache"
+                + (f", split over vllm_tensor_parallel_size={split}" if split > 1 else "")
+                + ("; sleep mode frees it during the optimizer step" if sleeps else "")
+            )
+            copies.append(
+                ModelCopy(
+                    "vLLM's copy of the weights (colocate)",
+                    of=STUDENT,
+                    dtype="bfloat16",
+                    divide=split,
+                    counted=False,
+                    key="vllm",
+                    note=note,
+                    evidence="trl/generation/vllm_generation.py VLLMGeneration._init_vllm",
+                )
+            )
+        return copies
+
     def trainer_base(self) -> type:
         """The TRL trainer class, before the sampler's subclass (an algorithm's own subclass goes here)."""
         from trl import GRPOTrainer

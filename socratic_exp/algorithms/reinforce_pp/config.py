@@ -4,11 +4,14 @@ targets) and their checks. Torch-free: the trainer (``trainer.py``) is imported 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.component import setting
+
+if TYPE_CHECKING:
+    from socratic_exp.assembly import Components
 
 # REINFORCE++'s KL coefficient: OpenRLHF's default, ``--algo.kl.init_coef 0.01`` with the k1 estimator
 # (openrlhf/cli/train_ppo_ray.py); SocraticPO's backend uses it too, its paper giving none.
@@ -43,6 +46,9 @@ class ReinforcePP(GRPO):
             "use algorithm.kl_coef (set algorithm.beta=0)",
         )
 
+    def model_copies(self, components: Components) -> list[Any]:
+        return super().model_copies(components) + initial_policy_copy(components, self.kl_coef)
+
     def trainer_base(self) -> type:
         from socratic_exp.algorithms.reinforce_pp.trainer import ReinforcePPTrainer
 
@@ -50,3 +56,25 @@ class ReinforcePP(GRPO):
 
     def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
         return {"reinforce": self}
+
+
+def initial_policy_copy(components: Components, kl_coef: float) -> list[Any]:
+    """The initial policy whose KL ``ReinforcePPMixin`` folds into the returns (``models/memory.py`` sizes it): a
+    frozen copy of the student when ``kl_coef`` > 0 (whole on every process, even under ZeRO-3: ``frozen_copy``
+    gathers it), the base model with the adapters disabled under LoRA, nothing at 0."""
+    from socratic_exp.models.memory import SHARED, STUDENT, ModelCopy
+
+    if kl_coef <= 0:
+        return []
+    name = f"initial policy for the KL in the returns (kl_coef={kl_coef:g})"
+    if components.model.lora.enabled:
+        return [ModelCopy(name, of=SHARED, key="initial_policy", note="the base model with the adapters disabled")]
+    return [
+        ModelCopy(
+            name,
+            of=STUDENT,
+            key="initial_policy",
+            note="frozen_copy of the student at its dtype, whole on every process",
+            evidence="algorithms/reinforce_pp/trainer.py ReinforcePPMixin.__init__",
+        )
+    ]

@@ -166,6 +166,45 @@ class SDPO(GRPO):
             remove_thinking=self.remove_thinking,
         )
 
+    def model_copies(self, components: Components) -> list[Any]:
+        """GRPO's (TRL's reference model, vLLM's copy) and the teacher's weights as ``SDPOTrainer.__init__`` makes
+        them: a frozen copy of the student (``copy``; with LoRA a second adapter, ``teacher``) or none (``shared``),
+        and the initial student of the trust region (a frozen copy; with LoRA the base model, adapters disabled)."""
+        from socratic_exp.models.memory import ADAPTER, SHARED, STUDENT, ModelCopy
+
+        lora = components.model.lora.enabled
+        evidence = "algorithms/sdpo/trainer.py SDPOTrainer.__init__"
+        copies = super().model_copies(components)
+        if self.teacher_weights == "copy":
+            moved = ", moved toward the student by the EMA" if self.teacher_regularization == "ema" else ""
+            what = "a second LoRA adapter (teacher) over the shared base" if lora else "frozen_copy of the student"
+            trained = self.teacher_is_trained()
+            copies.append(
+                ModelCopy(
+                    "teacher (teacher_weights=copy)",
+                    of=ADAPTER if lora else STUDENT,
+                    trainable=trained,
+                    key="teacher",
+                    note=what + moved + ("; trained by the E-step" if trained else ""),
+                    evidence=evidence,
+                )
+            )
+        else:
+            copies.append(
+                ModelCopy("teacher (teacher_weights=shared)", of=SHARED, key="teacher", note="the student itself")
+            )
+        if self.teacher_regularization == "trust_region":
+            name = "initial student (trust region)"
+            if lora:
+                copies.append(ModelCopy(name, of=SHARED, key="initial_teacher", note="the base model, adapters off"))
+            else:
+                copies.append(ModelCopy(name, of=STUDENT, key="initial_teacher", note="frozen_copy", evidence=evidence))
+        return copies
+
+    def teacher_is_trained(self) -> bool:
+        """Whether the teacher copy has an optimizer of its own (a subclass's E-step); SDPO's only follows the EMA."""
+        return False
+
     def trainer_base(self) -> type:
         from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer
 

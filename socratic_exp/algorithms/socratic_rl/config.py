@@ -25,7 +25,7 @@ Everything is recorded in ``viewpoints.jsonl``; ``python -m socratic_exp.algorit
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 class SocraticRL(GRPO):
     requires_teacher = True
     uses_distiller = True
+    # build_loop gives a self-guiding teacher weights of its own (what a teacher then holds: its model_copies)
+    decouples_teacher: ClassVar[bool] = True
 
     max_steps: int = setting(150, "optimizer steps of the run", ge=1)
     reflect_on: Literal["wrong", "below_group_mean", "all"] = setting(
@@ -63,6 +65,11 @@ class SocraticRL(GRPO):
     entropy_mask: EntropyMask | None = setting(
         None, "e.g. {rho: 0.2, mode: top}: the policy loss on the high-entropy tokens only (as entropy_masked)"
     )
+
+    @property
+    def trains_teacher(self) -> bool:
+        """Whether the teacher's weights are trained (its meta-updates), which a teacher's memory plan reads."""
+        return self.meta_learning
 
     def check_compatible(self, components: Components) -> None:
         super().check_compatible(components)

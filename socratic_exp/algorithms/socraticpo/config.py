@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
-from socratic_exp.algorithms.reinforce_pp.config import REINFORCE_PP_KL_COEF
+from socratic_exp.algorithms.reinforce_pp.config import REINFORCE_PP_KL_COEF, initial_policy_copy
 from socratic_exp.component import setting
 from socratic_exp.errors import ConfigError
 
@@ -128,6 +128,11 @@ class SocraticPO(GRPO):
                 "algorithm=socraticpo with guidance=teacher needs a teacher",
                 "choose one (e.g. teacher=rule), or algorithm.guidance=fixed_retry",
             )
+
+    def model_copies(self, components: Components) -> list[Any]:
+        """GRPO's (TRL's reference model with backend=grpo and beta > 0; vLLM's copy) and, with the reinforce_pp
+        backend, REINFORCE++'s initial policy. The teacher's own weights, if any, are the teacher option's."""
+        return super().model_copies(components) + initial_policy_copy(components, self.reward_kl_coef)
 
     def reward_functions(self, ctx: RunContext) -> list[Any]:
         return [socratic_return]  # the rollout verifies and observes; TRL only logs its returns

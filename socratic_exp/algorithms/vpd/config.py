@@ -4,10 +4,13 @@ code's M-step defaults and the paper's shared teacher, plus the E-step's; torch-
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.sdpo.config import SDPO
 from socratic_exp.component import setting
+
+if TYPE_CHECKING:
+    from socratic_exp.assembly import Components
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -57,6 +60,52 @@ class VPD(SDPO):
     teacher_learning_rate: float | None = setting(
         None, "E-step AdamW learning rate (null: algorithm.learning_rate)", gt=0.0
     )
+
+    def teacher_is_trained(self) -> bool:
+        return self.e_step != "off"
+
+    def model_copies(self, components: Components) -> list[Any]:
+        """SDPO's, and the E-step's (``VPDTrainer.__init__``, ``e_step``): its own AdamW over the teacher's parameters
+        (the student's trainable ones when shared; the copy's, or its adapter, when copied), the copy's gradients
+        during an E-step, and the frozen initial student of ``reference_prior=fixed`` (with LoRA the base model)."""
+        from socratic_exp.models.memory import ADAPTER, SHARED, STUDENT, TRAINABLE, ModelCopy
+
+        copies = super().model_copies(components)
+        if self.e_step == "off":
+            return copies
+        lora = components.model.lora.enabled
+        evidence = "algorithms/vpd/trainer.py VPDTrainer.__init__"
+        if self.reference_prior == "fixed":
+            name = "fixed reference prior (initial student)"
+            if lora:
+                copies.append(ModelCopy(name, of=SHARED, key="reference_prior", note="the base model, adapters off"))
+            else:
+                copies.append(ModelCopy(name, of=STUDENT, key="reference_prior", note="frozen_copy", evidence=evidence))
+        copied = self.teacher_weights == "copy"
+        teacher = (ADAPTER if lora else STUDENT) if copied else TRAINABLE
+        copies.append(
+            ModelCopy(
+                "E-step AdamW moments (the teacher's own optimizer)",
+                of=teacher,
+                state="moments",
+                key="e_step_moments",
+                note="a torch AdamW outside the Trainer (and outside DeepSpeed: not sharded)"
+                + ("" if copied else "; shared weights: over the student's own trainable parameters"),
+                evidence=evidence,
+            )
+        )
+        if copied:  # shared weights put the E-step's gradient in the student's own, freed before the M-step
+            copies.append(
+                ModelCopy(
+                    "E-step gradients of the teacher copy",
+                    of=teacher,
+                    state="gradients",
+                    phase="during an E-step",
+                    key="e_step_gradients",
+                    evidence="algorithms/vpd/trainer.py VPDTrainer.e_step",
+                )
+            )
+        return copies
 
     def trainer_base(self) -> type:
         from socratic_exp.algorithms.vpd.trainer import VPDTrainer

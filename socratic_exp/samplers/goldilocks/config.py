@@ -166,6 +166,39 @@ class GoldilocksSampler(PromptSampler):
         if self.selector is not None:
             self.selector.observe(groups)
 
+    def model_copies(self, components: Any) -> list[Any]:
+        """The utility predictor, for ``models/memory.py``: float32 heads in CPU memory (``predictor.py``: the live
+        head, the learner, its gradients and Adam moments), and with ``features=embedding_model`` the encoder, loaded
+        in CPU memory while the features are computed at the start. The head's width is at most ``projection_dim``
+        (the student's hidden size, if narrower), plus 3 with ``prior_column``."""
+        from socratic_exp.models.memory import HUB, PARAMETERS, ModelCopy
+
+        width = (0 if self.features == "none" else self.projection_dim) + (3 if self.prior_column else 0)
+        hidden = self.hidden_size
+        head = width * hidden + hidden + hidden + 1 if hidden else width + 1  # Linear, GELU, Linear(hidden, 1)
+        evidence = "samplers/goldilocks/predictor.py UtilityPredictor.__init__"
+        copies = [
+            ModelCopy("utility predictor: live and learner heads", of=PARAMETERS, parameters=2 * head, on_host=True,
+                      trainable=True, key="predictor", note=f"width {width} at most", evidence=evidence),
+            ModelCopy("utility predictor: learner's gradients", of=PARAMETERS, parameters=head, state="gradients",
+                      on_host=True, key="predictor_grads", evidence=evidence),
+            ModelCopy("utility predictor: learner's Adam moments", of=PARAMETERS, parameters=head, state="moments",
+                      on_host=True, key="predictor_moments", evidence=evidence),
+        ]  # fmt: skip
+        if self.features == "embedding_model" and self.embedding_model:
+            copies.append(
+                ModelCopy(
+                    f"feature encoder {self.embedding_model}",
+                    of=HUB + self.embedding_model,
+                    encoder=True,
+                    on_host=True,
+                    phase="while the features are computed (start)",
+                    key="encoder",
+                    evidence="samplers/goldilocks/features.py load_encoder",
+                )
+            )
+        return copies
+
     def metrics(self) -> dict[str, float]:
         return super().metrics() | (self.selector.metrics() if self.selector else {})
 
