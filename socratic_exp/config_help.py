@@ -28,7 +28,7 @@ TOP_LEVEL_HELP = {
     "verbose": "true: TRL's progress bar and per-step metric dictionaries on the console (always in the log file)",
 }
 # top-level blocks without a _target_ that an option class still describes
-SECTIONS = {"eval": "socratic_exp.evaluation.EvalSettings"}
+SECTIONS = {"eval": "socratic_exp.evaluation.EvalSettings", "axes": "socratic_exp.sweep_grid.SweepAxes"}
 BOUND_WORDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
 

@@ -47,7 +47,7 @@ class Job:
     is_main: bool  # the main process speaks for the run; the others only warn
     launch: str | None = None
     number: int | None = None
-    overlays: dict[str, str] = dataclasses.field(default_factory=dict)  # e.g. {"experiment": "vpd_sciknoweval"}
+    overlays: dict[str, str] = dataclasses.field(default_factory=dict)  # e.g. {"experiment": "qwen3_arithmetic"}
 
     @classmethod
     def current(cls) -> Job:
@@ -57,7 +57,9 @@ class Job:
         if "sweep" in hydra_cfg.runtime.choices:
             choices["sweep"] = str(hydra_cfg.runtime.choices["sweep"])
         sweep_dir = Path(hydra_cfg.sweep.dir) if multirun else None
-        overlays = {g: str(o) for g, o in hydra_cfg.runtime.choices.items() if g in OVERLAY_GROUPS and o}
+        overlays = {  # experiment=, debug=, +sweep= and the other overlays: every choice but the components'
+            g: str(o) for g, o in hydra_cfg.runtime.choices.items() if o and g not in GROUPS and "hydra" not in g
+        }
         return cls(
             run_dir=Path(hydra_cfg.runtime.output_dir),
             multirun=multirun,
@@ -182,7 +184,6 @@ def with_origin(err: ConfigError, job: Job) -> ConfigError:
 
 
 _UNSET = object()
-OVERLAY_GROUPS = ("experiment", "debug", "sweep", "variant", "vpd_arm", "evidence_arm")
 
 
 def check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None:

@@ -20,14 +20,32 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from socratic_exp.component import Component, setting
 from socratic_exp.errors import UserError
 from socratic_exp.hydra_support import config_dir, sweeps_dir
 
 AXES_KEY = "axes"
+
+
+@dataclasses.dataclass(kw_only=True)
+class SweepAxes(Component):
+    """The ``axes`` block (``--help`` reads its keys' help here): the setup-specific values of the paper sweeps' axes,
+    comma-separated as a sweep axis is."""
+
+    config_group: ClassVar[str] = "axes"
+
+    teachers: str = setting(
+        "", "the teacher axis: the setup's teacher, then self-guidance (llm: the student's own weights)"
+    )
+    algorithms: str = setting("", "the algorithm axis of the sampler comparison")
+    samplers: str = setting("", "the sampler axis: the baseline, then the method")
+    feedback_arms: str = setting(
+        "", "the arms of the feedback-source ablation (the teacher-critique arms: the rule teacher)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,6 @@ from omegaconf import OmegaConf
 
 from socratic_exp.assembly import build_components
 from socratic_exp.errors import UserError
-from socratic_exp.hydra_support import sweeps_dir
 from socratic_exp.run_folder import read_metrics, read_summary
 from socratic_exp.samplers.base import STATE_FILE, GroupStats, group_rewards, utility
 from socratic_exp.samplers.goldilocks import sampler as runtime
@@ -28,6 +27,7 @@ from socratic_exp.samplers.goldilocks.predictor import (
 from socratic_exp.samplers.goldilocks.sampler import GoldilocksSelector
 from socratic_exp.samplers.goldilocks.selector import best_of_each, candidate_groups, ranked, top_of_pool
 from socratic_exp.samplers.uniform import UniformSampler
+from socratic_exp.sweep_grid import job_overrides
 
 # --- the target and the group statistics --------------------------------------------------------------------------
 
@@ -554,15 +554,15 @@ def test_goldilocks_changes_nothing_but_which_prompts():
 
 
 def test_sweep_crosses_sampler_algorithm_and_seed():
-    params = OmegaConf.load(sweeps_dir() / "goldilocks_vs_uniform.yaml").hydra.sweeper.params
-    assert set(str(params.sampler).split(",")) == {"uniform", "goldilocks"}
-    assert set(str(params.algorithm).split(",")) == {"grpo", "socraticpo"}
-    assert len(str(params.seed).split(",")) == 3
-    classes = {"uniform": "UniformSampler", "goldilocks": "GoldilocksSampler"}
-    for sampler in classes:
-        for algorithm in ("grpo", "socraticpo"):
-            job = ("+sweep=goldilocks_vs_uniform", f"sampler={sampler}", f"algorithm={algorithm}")
-            assert type(build_components(compose(*job)).sampler).__name__ == classes[sampler]
+    jobs = job_overrides("+sweep=goldilocks_vs_uniform")  # on the testbed: the axes' values of conf/config.yaml
+    cells = sorted({(job[0], job[1]) for job in jobs})
+    assert cells == [("sampler=goldilocks", "algorithm=grpo"), ("sampler=goldilocks", "algorithm=socraticpo"),
+                     ("sampler=uniform", "algorithm=grpo"), ("sampler=uniform", "algorithm=socraticpo")]  # fmt: skip
+    assert sorted({job[2] for job in jobs}) == ["seed=0", "seed=1", "seed=2"]
+    classes = {"sampler=uniform": "UniformSampler", "sampler=goldilocks": "GoldilocksSampler"}
+    for sampler, algorithm in cells:
+        job = ("+sweep=goldilocks_vs_uniform", sampler, algorithm)
+        assert type(build_components(compose(*job)).sampler).__name__ == classes[sampler]
 
 
 def test_openmath_overlay_is_the_papers_setting():

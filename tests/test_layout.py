@@ -244,6 +244,8 @@ ROOT_MODULES = {
     "config_help": "--help: each key's help and range",
     "launcher": "the sweep launcher: a process per job, several processes per job",
     "report": "python -m socratic_exp.report: comparing runs",
+    "requirements": "what a setting needs of the machine and its files, checked before anything loads",
+    "sweep_grid": "what a paper sweep needs of its setup (refused pairs), and the jobs a launch runs",
 }
 
 
