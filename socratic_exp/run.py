@@ -47,7 +47,11 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
         config = OmegaConf.to_container(cfg, resolve=True)
         components = validate(cfg, job)
         if cfg.dry_run:
+            from socratic_exp.models.memory import launch_settings, plan_memory
+
             components.teacher.preflight()  # a teacher server that does not answer, as the run checks it
+            if job.is_main:  # what each process will hold, read from the model's config (no weights loaded)
+                print(plan_memory(components, **launch_settings()).table())
             print(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}")
             return None
         record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)
