@@ -174,10 +174,11 @@ def quiet_console(quiet: bool = True) -> Iterator[None]:
             handler.removeFilter(CONSOLE_FILTER)
 
 
-def say_last(line: str, level: int = logging.ERROR) -> None:
-    """The line a failed or interrupted run ends with: printed as it is on stderr (the user's last line, without the
-    log format), and written to the run's log file only through logging, so the console shows it once."""
-    print(line, file=sys.stderr, flush=True)
+def say_last(line: str, level: int = logging.ERROR, stream: IO[str] | None = None) -> None:
+    """A line a run ends with (its failure, a dry run's verdict): printed as it is on ``stream`` (stderr by default;
+    the user's last line, without the log format), and written to the run's log file only through logging, so the
+    console shows it once."""
+    print(line, file=stream or sys.stderr, flush=True)
     logger = route(END_LOG, to_console=False)
     if logger.handlers:  # no log file (not under Hydra): Python's last-resort handler would print it a second time
         logger.log(level, line)

@@ -9,6 +9,7 @@ jobs.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
 from socratic_exp.assembly import Components
-from socratic_exp.console import drop_trainer_printing, quiet_console, result_table, run_console
+from socratic_exp.console import drop_trainer_printing, quiet_console, result_table, run_console, say_last
 from socratic_exp.lifecycle import (
     Job,
     closed_on_failure,
@@ -51,13 +52,13 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
 
             components.teacher.preflight()  # a teacher server that does not answer, as the run checks it
             if job.is_main:  # what each process will hold, read from the model's config (no weights loaded)
-                print(plan_memory(components, **launch_settings()).table())
-            print(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}")
+                say_last(plan_memory(components, **launch_settings()).table(), logging.INFO, sys.stdout)
+            say_last(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}", logging.INFO, sys.stdout)
             return None
         record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)
         if record.previous.get("status") == "completed":
             if job.is_main:
-                print(f"{job.run_dir} already completed; nothing to resume")
+                say_last(f"{job.run_dir} already completed; nothing to resume", logging.INFO, sys.stdout)
             return record.previous.get("objective")
         record.save()
         return train_and_evaluate(cfg, components, record, job)
