@@ -89,7 +89,26 @@ def run_console(objective: str, console: bool, verbose: bool) -> ProgressDisplay
         datasets.disable_progress_bars()
         transformers.utils.logging.disable_progress_bar()
     import_quietly("transformers.integrations.integration_utils")
+    route_library_logs()
     return display
+
+
+LIBRARIES_WITH_HANDLERS = ("transformers", "datasets", "huggingface_hub")
+
+
+def route_library_logs() -> None:
+    """transformers, datasets and the Hub client print their warnings through handlers of their own: transformers'
+    then never reach the run's log file, the others' show twice on the console. Their records go through the run's
+    handlers instead (the console's filter, the log file), as every other library's."""
+    import transformers
+
+    transformers.utils.logging.disable_default_handler()
+    transformers.utils.logging.enable_propagation()
+    for name in LIBRARIES_WITH_HANDLERS[1:]:
+        library = logging.getLogger(name)
+        for handler in list(library.handlers):
+            if type(handler) is logging.StreamHandler:  # the library's own stderr handler
+                library.removeHandler(handler)
 
 
 def drop_trainer_printing(trainer: Any) -> None:

@@ -178,3 +178,29 @@ def test_a_training_run_with_a_teacher_server_shows_no_http_lines(run_app, tmp_p
     assert _lines_with(HTTP, shown) == []
     assert len(_lines_with(HTTP, logged)) == server.requests
     assert "step 1/1 |" in shown and "held-out at step 1:" in shown  # our own lines stay
+
+
+def test_the_libraries_with_handlers_of_their_own_log_through_the_run(capsys, tmp_path):
+    """transformers' warnings reach the log file, and datasets' show once on the console (not once bare on stderr
+    and once formatted)."""
+    import datasets  # noqa: F401 - its logger's handler is made at import
+    import transformers
+
+    from socratic_exp.console import route_library_logs
+
+    log_file = tmp_path / "socratic_exp.log"
+    saved = {name: list(logging.getLogger(name).handlers) for name in ("datasets", "huggingface_hub")}
+    try:
+        with run_logging(log_file):
+            route_library_logs()
+            logging.getLogger("transformers.modeling_utils").warning("a transformers warning")
+            logging.getLogger("datasets.builder").warning("a datasets warning")
+    finally:
+        transformers.utils.logging.disable_propagation()
+        transformers.utils.logging.enable_default_handler()
+        for name, handlers in saved.items():
+            logging.getLogger(name).handlers = handlers
+    printed = capsys.readouterr()
+    shown, logged = printed.out + printed.err, log_file.read_text()
+    for line in ("a transformers warning", "a datasets warning"):
+        assert len(_lines_with(line, shown)) == 1 and len(_lines_with(line, logged)) == 1, line
