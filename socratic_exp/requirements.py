@@ -51,8 +51,8 @@ def check_requirements(cfg: DictConfig, components: Components, wait_for_servers
         check_bf16(algorithm.trl_args)
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         check_deepspeed("the accelerate launch's DeepSpeed profile")
-    for split, path in (components.task.data_files or {}).items():
-        peek_data_file(str(path), f"task.data_files.{split}")
+    for key, path in components.task.local_files().items():
+        peek_data_file(path, key)
 
 
 def check_finite(cfg: DictConfig) -> None:

@@ -183,3 +183,20 @@ def test_a_paper_overlay_fails_at_dry_run_without_vllm(tmp_path):
         "vllm<=0.31.0,>=0.22.0), or algorithm.use_vllm=false)"
     ]
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_a_tasks_data_folder_is_read_to_the_first_rows_of_each_file(tmp_path):
+    from socratic_exp.tasks.sciknoweval import SciKnowEvalTask
+
+    level = tmp_path / "Chemistry" / "L3"
+    level.mkdir(parents=True)
+    (level / "good.jsonl").write_text('{"question": "q"}\n')
+    (level / "broken.jsonl").write_text('{"question": "q"}\n{"question": \n')
+    task = SciKnowEvalTask(data_dir=str(tmp_path), domain="chemistry")
+    assert sorted(task.local_files()) == [
+        "task.data_dir (Chemistry/broken.jsonl)",
+        "task.data_dir (Chemistry/good.jsonl)",
+    ]
+    cfg = compose("task=sciknoweval", f"task.data_dir={tmp_path}", "task.domain=chemistry")
+    with pytest.raises(ConfigError, match=r"task.data_dir \(Chemistry/broken.jsonl\)=.*: line 2 is not valid JSON"):
+        requirements.check_requirements(cfg, build_components(cfg))

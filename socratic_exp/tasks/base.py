@@ -127,6 +127,11 @@ class Task(Component):
                 "point it at an existing JSON Lines, JSON or parquet file",
             )
 
+    def local_files(self) -> dict[str, str]:
+        """The local data files a run will read, each under the setting that names it (checked before anything
+        loads: ``requirements.check_requirements`` reads their first rows)."""
+        return {f"task.data_files.{split}": str(path) for split, path in (self.data_files or {}).items()}
+
     # --- to implement ---------------------------------------------------------------------------------------
     def build(self) -> DatasetDict:
         raise NotImplementedError

@@ -99,14 +99,21 @@ class SciKnowEvalTask(BenchmarkTask):
     def domains(self) -> tuple[str, ...]:
         return DOMAINS if self.domain == "all" else (self.domain,)
 
+    def raw_files(self) -> list[Path]:
+        """The ``data_dir`` files of the chosen domains and level."""
+        if self.data_dir is None:
+            return []
+        pattern = f"{{}}/{self.level}/*.jsonl"
+        return sorted(p for d in self.domains() for p in Path(self.data_dir).glob(pattern.format(d.capitalize())))
+
+    def local_files(self) -> dict[str, str]:
+        raw = {f"task.data_dir ({p.parent.parent.name}/{p.name})": str(p) for p in self.raw_files()}
+        return super().local_files() | raw
+
     def records(self, split: str) -> list[Located]:
         if split in (self.data_files or {}) or split != "all" or self.data_dir is None:
             return super().records(split)
-        files = sorted(
-            path
-            for domain in self.domains()
-            for path in (Path(self.data_dir) / domain.capitalize() / self.level).glob("*.jsonl")
-        )
+        files = self.raw_files()
         if not files:
             wanted = ", ".join(f"{d.capitalize()}/{self.level}/*.jsonl" for d in self.domains())
             raise UserError(
