@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# GPU smoke test: every GPU-only code path once, debug-sized, in under 8 minutes on one H100 / H200, with no network.
+# GPU smoke test: every GPU-only code path once, debug-sized, then GRPO and SocraticPO at Qwen3-0.6B's size, in under
+# 10 minutes on one H100 / H200 (GPU_SMOKE_BUDGET caps it at 560 s), with no network.
 #
 # On a borrowed GPU machine (the device tool's `run`, from the repository root, with the wheels carried):
 #   bash benchmarks/gpu_smoke_wheels.sh                  # here, first: .whl/ (git-ignored, ~8 MiB)
-#   run(command="bash benchmarks/gpu_smoke.sh $OUT/gpu_smoke", carry=[".whl"], timeout_s=540)
+#   run(command="bash benchmarks/gpu_smoke.sh $OUT/gpu_smoke", carry=[".whl"], timeout_s=600)
+# Expected on an H100 (estimates: the script has not run on a GPU yet): the seven debug-sized steps ~30-60 s each
+# (a process's start and imports, model load, 4 tiny steps, two evaluations; zero2/zero3 add DeepSpeed's start),
+# ~4-5 minutes together, then qwen3_real ~3-4 minutes (building the 0.6B model, 3 GRPO steps of 8 x 256 tokens,
+# 3 SocraticPO steps of up to 3 attempts each, their evaluations and last-step checkpoints): ~8-9 minutes in all,
+# plus the machine's start, of the 15 minutes of device time. qwen3_real alone: GPU_SMOKE_STEPS=qwen3_real (~4 min).
 # On a CPU machine, the same steps without bf16 (ZeRO-2/3 SKIPped unless deepspeed is installed):
 #   GPU_SMOKE_DEVICE=cpu GPU_SMOKE_WHEELS=none bash benchmarks/gpu_smoke.sh /tmp/gpu_smoke
 #
@@ -16,7 +22,13 @@
 #                   model.name=<its folder>, with LoRA (model.lora.r=8)
 #   zero2, zero3    accelerate launch --config_file launch/accelerate/zero{2,3}.yaml --num_processes 1 (bf16 on CUDA;
 #                   on CPU: fp32 with DeepSpeed's CPU accelerator where deepspeed is installed, else SKIP)
-# A step passes when its exit code is 0 AND its run folder's summary.json says "status": "completed".
+#   qwen3_real      benchmarks/gpu_real_size.py: a random Qwen3 with Qwen3-0.6B's dimensions (on CPU: the 2-layer
+#                   stand-in), 3 steps each of GRPO and SocraticPO teacher=rule at a realistic batch, bf16 on CUDA:
+#                   generated tokens/s, step seconds, peak GPU memory beside the memory planner's figure; its table
+#                   and JSON in LOG_FOLDER/qwen3_real/ (gpu_real_size.md, gpu_real_size.json). Started only with
+#                   GPU_SMOKE_REAL_MIN seconds of the budget left (else SKIP), so that it is not cut short
+# A step passes when its exit code is 0 AND its run folder's summary.json says "status": "completed" (qwen3_real:
+# LOG_FOLDER/qwen3_real/gpu_real_size.json, both runs completed).
 # The last lines printed are the table (step | result | seconds | log file | reason); exit code 1 if any step failed.
 #
 # Environment (all optional):
@@ -27,31 +39,36 @@
 #   GPU_SMOKE_RUNS     where the run folders go, kept (default: a fresh /tmp/gpu_smoke_runs.XXXX, removed at the end;
 #                      checkpoints are ~25 MB a step, too much to bring back: LOG_FOLDER/runs/<step>/ gets the small files)
 #   GPU_SMOKE_STEPS    comma-separated subset of the steps above (default: all)
-#   GPU_SMOKE_STEP_TIMEOUT  seconds per step (default: 120 on cuda, 600 on cpu)
+#   GPU_SMOKE_STEP_TIMEOUT  seconds per debug-sized step (default: 120 on cuda, 600 on cpu)
+#   GPU_SMOKE_REAL_TIMEOUT  seconds for qwen3_real (default: 360 on cuda, 600 on cpu)
+#   GPU_SMOKE_REAL_MIN seconds of the budget qwen3_real needs to start (default: 240 on cuda, 20 on cpu)
 #   GPU_SMOKE_BUDGET   seconds for the whole script, install included; a step that would start with under 20 s left
-#                      is SKIPped (default: 460 on cuda, to stay under 8 minutes; 0 on cpu: no limit)
+#                      is SKIPped (default: 560 on cuda, under the device tool's 600 s a command; 0 on cpu: no limit)
 #   PYTHON             the interpreter (default: python3)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-all_steps=(grpo socraticpo entropy_masked vpd qwen3_lora zero2 zero3)
+all_steps=(grpo socraticpo entropy_masked vpd qwen3_lora zero2 zero3 qwen3_real)
 
 usage() {
     cat <<EOF
 usage: bash benchmarks/gpu_smoke.sh LOG_FOLDER
 Runs GRPO (bf16), SocraticPO, the entropy mask, VPD, a random Qwen3 with LoRA, and accelerate launch with the ZeRO-2
-and ZeRO-3 profiles on one process, each debug-sized (debug=fast logger=none), and prints a pass/fail table last.
-Logs: LOG_FOLDER/smoke.log (environment, progress, the table), LOG_FOLDER/NN_<step>.log (each step's output) and
-LOG_FOLDER/runs/<step>/ (each run folder's summary.json, metrics and log, without checkpoints).
+and ZeRO-3 profiles on one process, each debug-sized (debug=fast logger=none), then GRPO and SocraticPO on a random
+Qwen3 of 0.6B parameters (benchmarks/gpu_real_size.py), and prints a pass/fail table last.
+Logs: LOG_FOLDER/smoke.log (environment, progress, the table), LOG_FOLDER/NN_<step>.log (each step's output),
+LOG_FOLDER/runs/<step>/ (each run folder's summary.json, metrics and log, without checkpoints) and
+LOG_FOLDER/qwen3_real/ (the real-size table and JSON: tokens/s, step seconds, peak GPU memory, the planner's figure).
 Steps: ${all_steps[*]}
 Environment: GPU_SMOKE_DEVICE=auto|cuda|cpu, GPU_SMOKE_WHEELS=<folder>|none, GPU_SMOKE_STEPS=<a,b>,
-GPU_SMOKE_STEP_TIMEOUT=<s>, GPU_SMOKE_BUDGET=<s>, GPU_SMOKE_SITE, GPU_SMOKE_RUNS, PYTHON (the script's header says more)
+GPU_SMOKE_STEP_TIMEOUT=<s>, GPU_SMOKE_REAL_TIMEOUT=<s>, GPU_SMOKE_REAL_MIN=<s>, GPU_SMOKE_BUDGET=<s>, GPU_SMOKE_SITE,
+GPU_SMOKE_RUNS, PYTHON (the script's header says more)
 EOF
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-# One step, run as `gpu_smoke.sh __step NAME RUN_DIR` in a process of its own, so that `timeout` ends it and every
-# process it started (timeout signals its whole process group) and one step can do several things (qwen3_lora).
+# One step, run as `gpu_smoke.sh __step NAME RUN_DIR LOG_DIR` in a process of its own, so that `timeout` ends it and
+# every process it started (timeout signals its whole process group) and one step can do several things (qwen3_lora).
 # ---------------------------------------------------------------------------------------------------------------
 build_qwen3() {
     # A 2-layer Qwen3 with random weights and the repository's character tokenizer, plus a ChatML template (Qwen3's
@@ -93,7 +110,7 @@ PY
 }
 
 run_one_step() {
-    local name=$1 run_dir=$2
+    local name=$1 run_dir=$2 log_dir=$3
     local common=(debug=fast logger=none)
     # bf16 where the config has the switch (GRPOConfig.bf16, which every algorithm here inherits); CPU: its default
     # (off), since bf16 on a CPU without native support is emulated and slow
@@ -121,12 +138,19 @@ run_one_step() {
             if [[ $DEVICE == cpu ]]; then precision=(--mixed_precision no); fi
             exec "$PY" -m accelerate.commands.launch --config_file "launch/accelerate/$name.yaml" \
                 --num_processes 1 --num_machines 1 "${precision[@]}" -m socratic_exp algorithm=grpo "${common[@]}" ;;
+        qwen3_real)
+            # its own overrides (bf16 on CUDA, fp32 on CPU, the real-size batch) and its run folders under RUN_DIR; the
+            # table and JSON in LOG_DIR/qwen3_real. CPU: the 2-layer stand-in, the same pipeline in about a minute
+            local size=0.6b
+            if [[ $DEVICE == cpu ]]; then size=standin; fi
+            exec "$PY" benchmarks/gpu_real_size.py --device "$DEVICE" --size "$size" --work "$run_dir" \
+                "$log_dir/qwen3_real" ;;
         *) echo "unknown step: $name" >&2; exit 2 ;;
     esac
 }
 
 if [[ ${1:-} == __step ]]; then
-    run_one_step "$2" "$3"
+    run_one_step "$2" "$3" "$4"
 fi
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -220,10 +244,17 @@ case $device in cuda | cpu) ;; *) say "error: GPU_SMOKE_DEVICE=$device: expected
 export DEVICE=$device
 if [[ $device == cuda ]]; then
     step_timeout=${GPU_SMOKE_STEP_TIMEOUT:-120}
-    budget=${GPU_SMOKE_BUDGET:-460}
+    # qwen3_real: ~3-4 minutes expected (building the 0.6B model ~30 s, two runs' starts and loads, 3 + 3 steps of
+    # 256-token generation, evaluations, two checkpoints of several GB); 360 s leaves room, and it starts only with
+    # 240 s left, so that the budget does not cut it short (a SKIP says so instead)
+    real_timeout=${GPU_SMOKE_REAL_TIMEOUT:-360}
+    real_min=${GPU_SMOKE_REAL_MIN:-240}
+    budget=${GPU_SMOKE_BUDGET:-560}
     export DS_ACCELERATOR=cuda  # DeepSpeed's wheel was built without a GPU: name the accelerator rather than guess
 else
     step_timeout=${GPU_SMOKE_STEP_TIMEOUT:-600}
+    real_timeout=${GPU_SMOKE_REAL_TIMEOUT:-600}
+    real_min=${GPU_SMOKE_REAL_MIN:-20}
     budget=${GPU_SMOKE_BUDGET:-0}
     export CUDA_VISIBLE_DEVICES=""  # GPU_SMOKE_DEVICE=cpu on a GPU machine: keep torch off the GPU
     # DeepSpeed's CPU accelerator (gloo) runs ZeRO-2/3 in fp32 too; its first launch JIT-builds a shared-memory
@@ -234,7 +265,8 @@ has_deepspeed=$("$PY" -c 'import importlib.util as u; print(int(u.find_spec("dee
 runs=${GPU_SMOKE_RUNS:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_smoke_runs.XXXX")}
 mkdir -p "$runs"
 IFS=, read -r -a steps <<<"${GPU_SMOKE_STEPS:-$(IFS=,; echo "${all_steps[*]}")}"
-say "device: $device | step timeout ${step_timeout}s | budget ${budget}s (0: none) | run folders: $runs"
+say "device: $device | step timeout ${step_timeout}s (qwen3_real ${real_timeout}s) | budget ${budget}s (0: none) |" \
+    "run folders: $runs"
 say "steps: ${steps[*]}"
 
 # --- the steps ---
@@ -269,10 +301,14 @@ for name in "${steps[@]}"; do
         # on the GPU a missing DeepSpeed is a failure (the wheels bring it); here it is optional
         record "$name" "SKIP (deepspeed is not installed; device=cpu)" 0 "-"; continue
     fi
-    limit=$step_timeout
+    limit=$step_timeout needed=20
+    if [[ $name == qwen3_real ]]; then limit=$real_timeout needed=$real_min; fi
     if ((budget > 0)); then
         left=$((budget - (SECONDS - started)))
-        if ((left < 20)); then record "$name" "SKIP (out of time: the ${budget}s budget is spent)" 0 "-"; continue; fi
+        if ((left < needed)); then
+            record "$name" "SKIP (out of time: ${left}s of the ${budget}s budget left, ${needed}s needed)" 0 "-"
+            continue
+        fi
         if ((left < limit)); then limit=$left; fi
     fi
     run_dir=$runs/$name
@@ -280,15 +316,21 @@ for name in "${steps[@]}"; do
     say "-- $name: log $log (timeout ${limit}s)"
     t0=$SECONDS
     # --kill-after: a step that ignores SIGTERM (a hung NCCL call) is killed 20 s later
-    if timeout --kill-after=20 "$limit" bash "${BASH_SOURCE[0]}" __step "$name" "$run_dir" >"$log" 2>&1; then
+    if timeout --kill-after=20 "$limit" bash "${BASH_SOURCE[0]}" __step "$name" "$run_dir" "$logdir" >"$log" 2>&1; then
         rc=0
     else
         rc=$?
     fi
     took=$((SECONDS - t0))
-    keep_small_files "$run_dir" "$logdir/runs/$name"
+    summary=$run_dir/summary.json
+    if [[ $name == qwen3_real ]]; then
+        # its runs' small files are in LOG_FOLDER/qwen3_real/runs already; its JSON's status covers both runs
+        summary=$logdir/qwen3_real/gpu_real_size.json
+    else
+        keep_small_files "$run_dir" "$logdir/runs/$name"
+    fi
     status=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("status"))' \
-        "$run_dir/summary.json" 2>/dev/null || echo "no summary.json")
+        "$summary" 2>/dev/null || echo "no $(basename "$summary")")
     if ((rc == 124 || rc == 137)); then
         result="FAIL (timeout after ${limit}s; summary: $status)"
     elif ((rc != 0)); then
