@@ -61,8 +61,9 @@ class Grid:
     def load(cls, name: str) -> Grid:
         path = sweeps_dir() / f"{name}.yaml"
         block = OmegaConf.to_container(OmegaConf.load(path)).get("grid") or {}  # type: ignore[union-attr]
-        algorithms = block.get("algorithms") or ([block["algorithm"]] if block.get("algorithm") else [])
-        return cls(name, tuple(algorithms), tuple(block.get("axes") or ()), bool(block.get("testbed_only", False)))
+        return cls(
+            name, tuple(block.get("algorithms", ())), tuple(block.get("axes", ())), block.get("testbed_only", False)
+        )
 
 
 @functools.cache
@@ -108,7 +109,7 @@ def check_setup(sweep: str, experiment: str | None, overrides: Sequence[str] = (
             f"{pair}: the sweep ablates {ours}, the overlay is a setup for algorithm={method}",
             f"run +sweep={sweep} without experiment=, or with an overlay for {grid.algorithms[0]}",
         )
-    given = set(OmegaConf.select(OmegaConf.create(keys), AXES_KEY, default=None) or {})
+    given = set(keys.get(AXES_KEY) or {})
     typed = (o.split("=", 1)[0].lstrip("+") for o in overrides if "=" in o)
     given |= {key.removeprefix(f"{AXES_KEY}.") for key in typed if key.startswith(f"{AXES_KEY}.")}
     testbed_task = "task" not in choices or _task_target(choices["task"]) == _task_target(_default_choice("task"))
