@@ -22,7 +22,7 @@ from socratic_exp.component import Component, _nested_component
 TOP_LEVEL_HELP = {
     "seed": "the run's seed (transformers.set_seed; teachers and tasks get it as ${seed}); sweep it for replicates",
     "resume": "null: a fresh run | auto: continue the latest interrupted run with the same overrides | a run folder",
-    "dry_run": "validate the composed config, then exit before anything heavy is imported",
+    "dry_run": "validate the config and the machine, print each process's memory, exit before anything loads",
     "objective": "the final metric returned to Hydra sweepers (e.g. Optuna)",
     "save_final_model": "save the final weights (the best ones after a collapse stop) to checkpoints/final",
     "verbose": "true: TRL's progress bar and per-step metric dictionaries on the console (always in the log file)",

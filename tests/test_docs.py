@@ -76,7 +76,7 @@ def test_the_site_builds_strict(tmp_path):
 DOCUMENTS = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 TEXT = "\n".join(path.read_text() for path in DOCUMENTS)
 # The app's own commands are composed one by one in tests/test_readme.py; these are the other entry points.
-MODULE_COMMANDS = sorted(set(re.findall(r"python -m (socratic_exp\.[a-z_.]*[a-z_])", TEXT)))
+MODULE_COMMANDS = sorted(set(re.findall(r"python -m (socratic_exp\.[a-z0-9_.]*[a-z0-9_])", TEXT)))
 SCRIPTS = sorted(set(re.findall(r"(?:python|bash) (benchmarks/[\w./]+\.(?:py|sh))", TEXT)))
 
 
