@@ -197,11 +197,9 @@ class SweepStatus(Callback):
     objective; exit 1 if any job failed."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A paper sweep over a setup it makes no sense on, or jobs of more GPUs than the machine shows, are refused
-        before any job starts (``sweep_grid``, ``requirements.check_launch``); any
+        """A paper sweep over a setup it makes no sense on is refused before any job starts (``sweep_grid``); any
         launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
         from socratic_exp.errors import UserError
-        from socratic_exp.requirements import check_launch
         from socratic_exp.secrets import redact_logs, secret_values
         from socratic_exp.sweep_grid import check_setup
 
@@ -211,8 +209,6 @@ class SweepStatus(Callback):
         try:
             if choices.get("sweep"):
                 check_setup(str(choices["sweep"]), choices.get("experiment"), overrides)
-            if "LocalLauncher" in str(config.hydra.launcher.get("_target_")):  # jobs on this machine's GPUs
-                check_launch(config.hydra.launcher, dict(OmegaConf.select(config, "algorithm.trl_args") or {}))
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)

@@ -28,6 +28,7 @@ their own parent (the launch tool, which outlives a killed sweep) does.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -117,6 +118,21 @@ def process_launch(processes: Any, accelerate_config: Any, gpus_per_job: Any = N
     if accelerate_config in (None, ""):
         return ProcessLaunch(processes)
     return ProcessLaunch(processes, find_accelerate_config(str(accelerate_config)))
+
+
+def check_installed(how: ProcessLaunch) -> None:
+    """Jobs launched on this machine under a DeepSpeed profile find deepspeed installed (a SLURM sweep's jobs run
+    elsewhere: their own start checks it, ``requirements.check_requirements``)."""
+    import yaml
+
+    profile = how.accelerate_config
+    uses = str(yaml.safe_load(profile.read_text()).get("distributed_type", "")).upper() if profile else ""
+    if uses == "DEEPSPEED" and importlib.util.find_spec("deepspeed") is None:
+        shown = profile.relative_to(CHECKOUT) if profile.is_relative_to(CHECKOUT) else profile  # type: ignore[union-attr]
+        raise LauncherSettingError(
+            f"hydra.launcher.accelerate_config={shown}: uses DeepSpeed, which is not installed (fix: "
+            'pip install -e ".[deepspeed]", or a profile without it, e.g. launch/accelerate/ddp.yaml)'
+        )
 
 
 def find_accelerate_config(value: str) -> Path:
@@ -255,6 +271,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     scrub_hydra_files(sweep_dir, secret_values([o for job in job_overrides for o in job]))
     try:
         how = process_launch(launcher.processes_per_job, launcher.accelerate_config, launcher.gpus_per_job)
+        check_installed(how)
     except LauncherSettingError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

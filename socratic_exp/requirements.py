@@ -1,12 +1,12 @@
 """What a setting needs of the machine and its files, checked by ``dry_run=true`` and in a run's first seconds, before
 anything loads: vLLM installed within the versions TRL supports (``use_vllm``), a ``trl vllm-serve`` that answers
-(``vllm_mode=server``), deepspeed for a DeepSpeed profile, bf16 only
-where the device computes it, the data files readable, every number finite; and, for a sweep, its processes per job
-against the GPUs this machine shows. Each failure is one line naming the setting and the fix. (``check_trl_args``,
-every ``trl_args`` key a ``GRPOConfig`` field, is a check of the algorithm's own config.)
+(``vllm_mode=server``), deepspeed under a DeepSpeed launch, bf16 only where the device computes it, the data files
+readable, every number finite. Each failure is one line naming the setting and the fix. (``check_trl_args``, every
+``trl_args`` key a ``GRPOConfig`` field, is a check of the algorithm's own config; a sweep's launcher checks its own
+settings: processes and GPUs per job, the accelerate profile and the deepspeed it needs.)
 
 Nothing here imports torch, TRL or vLLM: versions come from the packages' metadata, ``GRPOConfig``'s fields from TRL's
-source (``ast``), the GPUs from ``CUDA_VISIBLE_DEVICES`` / ``nvidia-smi``. bf16 alone asks torch, and only when set.
+source (``ast``). bf16 alone asks torch, and only when set.
 """
 
 from __future__ import annotations
@@ -231,36 +231,3 @@ def _peek_json(head: str, path: str, key: str) -> None:
             ) from None
         if not isinstance(record, dict):
             raise ConfigError(key, path, f"line {number} is a {type(record).__name__}, not a JSON object")
-
-
-# --- a sweep's launch --------------------------------------------------------------------------------------------
-def check_launch(launcher: DictConfig, trl_args: dict[str, Any]) -> None:
-    """The local launcher's processes per job fit the GPUs this machine shows (CPU processes need ``use_cpu``), and
-    an accelerate profile with DeepSpeed finds deepspeed installed."""
-    from socratic_exp.launcher import visible_gpus
-
-    processes = int(launcher.get("processes_per_job") or 1)
-    gpus_per_job = int(launcher.get("gpus_per_job") or 0)
-    gpus = visible_gpus()
-    if gpus and gpus_per_job > len(gpus):
-        raise ConfigError(
-            "hydra.launcher.gpus_per_job",
-            gpus_per_job,
-            f"asks for more GPUs per job than this machine shows ({len(gpus)}: {','.join(gpus)})",
-            f"hydra.launcher.processes_per_job={len(gpus)} or fewer",
-        )
-    if not gpus and processes > 1 and not trl_args.get("use_cpu", False):
-        raise ConfigError(
-            "hydra.launcher.processes_per_job",
-            processes,
-            "needs a GPU per process, and this machine shows none",
-            "run on a GPU machine, or add +algorithm.trl_args.use_cpu=true for CPU processes",
-        )
-    profile = launcher.get("accelerate_config")
-    if profile:
-        if not Path(str(profile)).is_file():
-            raise ConfigError(
-                "hydra.launcher.accelerate_config", profile, "does not exist", "name a launch/accelerate/*.yaml file"
-            )
-        if str(OmegaConf.load(profile).get("distributed_type", "")).upper() == "DEEPSPEED":
-            check_deepspeed(f"hydra.launcher.accelerate_config={profile}")

@@ -1,6 +1,6 @@
 """What a setting needs of the machine and its files, refused at dry_run (and in a run's first seconds) in one line:
-vLLM and its version, a trl vllm-serve that answers, deepspeed, GRPOConfig fields, bf16, GPUs per job, data files,
-finite numbers. The machine's facts are faked where this machine has the package or resource."""
+vLLM and its version, a trl vllm-serve that answers, deepspeed, GRPOConfig fields, bf16, data files, finite
+numbers. The machine's facts are faked where this machine has the package or resource."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import sys
 import threading
 
 import pytest
-from conftest import ROOT, compose
-from omegaconf import OmegaConf
+from conftest import compose
 
 from socratic_exp import requirements
 from socratic_exp.assembly import build_components
@@ -82,16 +81,19 @@ def test_vllm_server_mode_needs_a_server_that_answers():
 
 
 def test_a_deepspeed_launch_needs_deepspeed(monkeypatch):
+    from socratic_exp.launcher import LauncherSettingError, check_installed, process_launch
+
     monkeypatch.setattr(importlib.util, "find_spec", missing("deepspeed"))
-    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what accelerate launch sets under a DeepSpeed profile
     with pytest.raises(UserError, match=r"DeepSpeed profile needs deepspeed, which is not installed \(fix: pip"):
         requirements.check_requirements(compose(), build_components(compose()))
-    launcher = OmegaConf.create({"processes_per_job": 1, "gpus_per_job": 0,
-                                 "accelerate_config": str(ROOT / "launch/accelerate/zero3.yaml")})  # fmt: skip
-    with pytest.raises(UserError, match=r"zero3\.yaml needs deepspeed"):
-        requirements.check_launch(launcher, {})
-    launcher.accelerate_config = str(ROOT / "launch/accelerate/ddp.yaml")  # no DeepSpeed in it
-    requirements.check_launch(launcher, {})
+    with pytest.raises(LauncherSettingError) as err:  # a sweep's jobs under a ZeRO profile: refused at the launch
+        check_installed(process_launch(2, "launch/accelerate/zero3.yaml"))
+    assert str(err.value) == (
+        "hydra.launcher.accelerate_config=launch/accelerate/zero3.yaml: uses DeepSpeed, which is not installed (fix: "
+        'pip install -e ".[deepspeed]", or a profile without it, e.g. launch/accelerate/ddp.yaml)'
+    )
+    check_installed(process_launch(2, "launch/accelerate/ddp.yaml"))  # no DeepSpeed in it
 
 
 def test_trl_args_are_checked_against_grpo_configs_fields_read_from_source():
@@ -117,21 +119,6 @@ def test_bf16_only_where_the_device_computes_it(monkeypatch):
         requirements.check_bf16({})
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
     requirements.check_bf16({})
-
-
-def test_a_sweeps_processes_per_job_must_fit_the_gpus(monkeypatch):
-    from socratic_exp import launcher as local
-
-    launcher = OmegaConf.create({"processes_per_job": 2, "gpus_per_job": 2, "accelerate_config": None})
-    monkeypatch.setattr(local, "visible_gpus", lambda: ["0"])
-    with pytest.raises(
-        ConfigError, match=r"gpus_per_job=2: asks for more GPUs per job than this machine shows \(1: 0\)"
-    ):
-        requirements.check_launch(launcher, {})
-    monkeypatch.setattr(local, "visible_gpus", lambda: [])
-    with pytest.raises(ConfigError, match="needs a GPU per process, and this machine shows none"):
-        requirements.check_launch(launcher, {})
-    requirements.check_launch(launcher, {"use_cpu": True})  # CPU processes (gloo)
 
 
 @pytest.mark.parametrize(

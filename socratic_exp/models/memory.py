@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     from socratic_exp.hydra_support import compose
 
     parser = argparse.ArgumentParser(prog="python -m socratic_exp.models.memory", description=main.__doc__)
-    parser.add_argument("overrides", nargs="*", help="the run's overrides, e.g. experiment=socraticpo_sciknoweval")
+    parser.add_argument("overrides", nargs="*", help="the run's overrides, e.g. experiment=qwen3_arithmetic")
     parser.add_argument("--device", choices=["cuda_bf16", "cuda", "cpu"], help="what the run trains on (default: here)")
     parser.add_argument("--processes", type=int, default=1, help="processes of the launch (one per GPU)")
     parser.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="DeepSpeed ZeRO's stage (default: none)")
