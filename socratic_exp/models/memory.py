@@ -94,6 +94,17 @@ class ModelCopy:
     evidence: str = ""  # where it is allocated
 
 
+def frozen_initial_student(name: str, key: str, lora: bool, evidence: str) -> ModelCopy:
+    """The student as it started, kept frozen (a KL's initial policy, a fixed prior, a trust region's anchor):
+    ``frozen_copy`` of the student at its dtype, whole on every process (it gathers a ZeRO-3 model); under LoRA the
+    base model with the adapters disabled, which costs nothing."""
+    if lora:
+        return ModelCopy(name, of=SHARED, key=key, note="the base model with the adapters disabled")
+    return ModelCopy(
+        name, of=STUDENT, key=key, note="frozen_copy of the student, whole on every process", evidence=evidence
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class MemoryRow:
     key: str  # weights | adapters | gradients | optimizer | ddp_buckets | student | a copy's key

@@ -62,19 +62,10 @@ def initial_policy_copy(components: Components, kl_coef: float) -> list[Any]:
     """The initial policy whose KL ``ReinforcePPMixin`` folds into the returns (``models/memory.py`` sizes it): a
     frozen copy of the student when ``kl_coef`` > 0 (whole on every process, even under ZeRO-3: ``frozen_copy``
     gathers it), the base model with the adapters disabled under LoRA, nothing at 0."""
-    from socratic_exp.models.memory import SHARED, STUDENT, ModelCopy
+    from socratic_exp.models.memory import frozen_initial_student
 
     if kl_coef <= 0:
         return []
     name = f"initial policy for the KL in the returns (kl_coef={kl_coef:g})"
-    if components.model.lora.enabled:
-        return [ModelCopy(name, of=SHARED, key="initial_policy", note="the base model with the adapters disabled")]
-    return [
-        ModelCopy(
-            name,
-            of=STUDENT,
-            key="initial_policy",
-            note="frozen_copy of the student at its dtype, whole on every process",
-            evidence="algorithms/reinforce_pp/trainer.py ReinforcePPMixin.__init__",
-        )
-    ]
+    evidence = "algorithms/reinforce_pp/trainer.py ReinforcePPMixin.__init__"
+    return [frozen_initial_student(name, "initial_policy", components.model.lora.enabled, evidence)]

@@ -170,7 +170,7 @@ class SDPO(GRPO):
         """GRPO's (TRL's reference model, vLLM's copy) and the teacher's weights as ``SDPOTrainer.__init__`` makes
         them: a frozen copy of the student (``copy``; with LoRA a second adapter, ``teacher``) or none (``shared``),
         and the initial student of the trust region (a frozen copy; with LoRA the base model, adapters disabled)."""
-        from socratic_exp.models.memory import ADAPTER, SHARED, STUDENT, ModelCopy
+        from socratic_exp.models.memory import ADAPTER, SHARED, STUDENT, ModelCopy, frozen_initial_student
 
         lora = components.model.lora.enabled
         evidence = "algorithms/sdpo/trainer.py SDPOTrainer.__init__"
@@ -195,10 +195,7 @@ class SDPO(GRPO):
             )
         if self.teacher_regularization == "trust_region":
             name = "initial student (trust region)"
-            if lora:
-                copies.append(ModelCopy(name, of=SHARED, key="initial_teacher", note="the base model, adapters off"))
-            else:
-                copies.append(ModelCopy(name, of=STUDENT, key="initial_teacher", note="frozen_copy", evidence=evidence))
+            copies.append(frozen_initial_student(name, "initial_teacher", lora, evidence))
         return copies
 
     def teacher_is_trained(self) -> bool:

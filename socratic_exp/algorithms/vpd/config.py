@@ -68,7 +68,7 @@ class VPD(SDPO):
         """SDPO's, and the E-step's (``VPDTrainer.__init__``, ``e_step``): its own AdamW over the teacher's parameters
         (the student's trainable ones when shared; the copy's, or its adapter, when copied), the copy's gradients
         during an E-step, and the frozen initial student of ``reference_prior=fixed`` (with LoRA the base model)."""
-        from socratic_exp.models.memory import ADAPTER, SHARED, STUDENT, TRAINABLE, ModelCopy
+        from socratic_exp.models.memory import ADAPTER, STUDENT, TRAINABLE, ModelCopy, frozen_initial_student
 
         copies = super().model_copies(components)
         if self.e_step == "off":
@@ -77,10 +77,7 @@ class VPD(SDPO):
         evidence = "algorithms/vpd/trainer.py VPDTrainer.__init__"
         if self.reference_prior == "fixed":
             name = "fixed reference prior (initial student)"
-            if lora:
-                copies.append(ModelCopy(name, of=SHARED, key="reference_prior", note="the base model, adapters off"))
-            else:
-                copies.append(ModelCopy(name, of=STUDENT, key="reference_prior", note="frozen_copy", evidence=evidence))
+            copies.append(frozen_initial_student(name, "reference_prior", lora, evidence))
         copied = self.teacher_weights == "copy"
         teacher = (ADAPTER if lora else STUDENT) if copied else TRAINABLE
         copies.append(
