@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
 from socratic_exp.assembly import GROUPS, Components, build_components
-from socratic_exp.console import filter_dependency_noise
+from socratic_exp.console import filter_dependency_noise, say_last
 from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import config_dir, sweeps_dir, typed_key
 from socratic_exp.loggers.base import RunInfo
@@ -109,8 +109,6 @@ def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInt
     # A bad attempt to resume a completed run must not mark that run failed.
     if record.previous.get("status") != "completed":
         record.fail(err, status="interrupted" if interrupted else "failed")
-    from socratic_exp.console import say_last  # stderr, and the run's log file (which holds all the console shows)
-
     prefix = "" if job.is_main else f"[rank {distributed.rank()}] "  # the same error from every rank
     if isinstance(err, UserError):
         say_last(f"{prefix}error: {err}")

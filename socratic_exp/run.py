@@ -52,7 +52,11 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
 
             components.teacher.preflight()  # a teacher server that does not answer, as the run checks it
             if job.is_main:  # what each process will hold, read from the model's config (no weights loaded)
-                say_last(plan_memory(components, **launch_settings()).table(), logging.INFO, sys.stdout)
+                plan = plan_memory(components, **launch_settings()).table()
+                if job.multirun:  # a sweep's job: its log file (the console keeps one line a job)
+                    log.info("%s", plan)
+                else:
+                    say_last(plan, logging.INFO, sys.stdout)
             say_last(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}", logging.INFO, sys.stdout)
             return None
         record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)

@@ -223,3 +223,26 @@ def test_launch_settings_read_what_accelerate_launch_sets():
              "ACCELERATE_MIXED_PRECISION": "bf16"}  # fmt: skip
     assert launch_settings(zero3) == {"processes": 8, "zero_stage": 3, "mixed_precision": "bf16"}
     assert launch_settings({}) == {"processes": 1, "zero_stage": None, "mixed_precision": None}
+
+
+def test_dry_run_prints_the_plan_and_the_command_plans_a_gpu_launch_from_here(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SOCRATIC_EXP_OUTPUTS": str(tmp_path)}
+    dry = subprocess.run([sys.executable, "-m", "socratic_exp", "dry_run=true", "logger=none"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    lines = dry.stdout.splitlines()
+    assert lines[0].startswith("Memory plan: model=tiny (TinyModel), ") and lines[-1].startswith("config OK: ")
+    assert any(line.startswith("TOTAL held (CPU)") for line in lines)
+    planned = subprocess.run(
+        [sys.executable, "-m", "socratic_exp.models.memory", "model=qwen3_1_7b", "algorithm=grpo", "--device",
+         "cuda_bf16", "--processes", "8", "--zero-stage", "3"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    assert "8 processes (ZeRO-3), planned for a CUDA GPU with bf16" in planned.stdout
+    bad = subprocess.run([sys.executable, "-m", "socratic_exp.models.memory", "algorithm=nope"], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
