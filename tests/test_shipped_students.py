@@ -130,3 +130,26 @@ def test_a_build_from_scratch_ships_a_student_that_its_config_then_loads(tmp_pat
     # use_shipped=false: the same settings from this machine's cache (the build above), not from the package
     local = TinyModel(cache_dir=str(cache), use_shipped=False, **quick).load(ArithmeticTask())
     assert "shipped" not in local.info and local.path.startswith(str(cache))
+
+
+def test_a_run_refuses_a_shipped_student_whose_weights_changed(tmp_path, monkeypatch):
+    from socratic_exp.errors import UserError
+    from socratic_exp.models.tiny import shipped
+
+    students = tmp_path / "students"
+    shutil.copytree(STUDENTS_DIR / "default", students / "default")
+    weights = students / "default" / WEIGHTS
+    data = bytearray(weights.read_bytes())
+    for offset in (-3, -2, -1):  # three bytes of the last tensor flipped: the file still loads, as another student
+        data[offset] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    monkeypatch.setattr(shipped, "STUDENTS_DIR", students)
+    with pytest.raises(UserError) as err:
+        TinyModel().load(ArithmeticTask())
+    assert str(err.value).startswith(
+        f"the shipped student default: {weights} is missing or does not match its manifest's weights_sha256 (fix: "
+        "python -m socratic_exp.models.tiny verify"
+    )
+    weights.unlink()
+    with pytest.raises(UserError, match="is missing or does not match"):
+        TinyModel().load(ArithmeticTask())

@@ -74,7 +74,7 @@ class TinyModel(ModelSpec):
     def load(self, task: Task) -> Student:
         from filelock import FileLock
 
-        from socratic_exp.models.tiny.shipped import find_shipped
+        from socratic_exp.models.tiny.shipped import check_weights, find_shipped
         from socratic_exp.models.tiny.warmstart import warm_start_alone
 
         if not task.fits_tiny_model:  # before the warm-start, which would train it on text it cannot model
@@ -86,6 +86,7 @@ class TinyModel(ModelSpec):
         shipped = find_shipped(self, task) if self.use_shipped else None
         if shipped is not None:
             log.info("the shipped student %s: %s", shipped.name, shipped.path)
+            check_weights(shipped)
             return self._load_from(shipped.path, shipped=shipped.name)
         path = self.cache_path(task)
         path.parent.mkdir(parents=True, exist_ok=True)

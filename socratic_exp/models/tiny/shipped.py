@@ -100,6 +100,20 @@ def ship(
     return ShippedStudent(name, target, manifest)
 
 
+def check_weights(student: ShippedStudent) -> None:
+    """A run loads only the weights its manifest names: a changed or damaged file is refused (hashing 3.5 MB takes
+    a few milliseconds), where loading it would train another student under the shipped one's name."""
+    from socratic_exp.errors import UserError
+
+    file = student.path / WEIGHTS
+    if not file.is_file() or weights_digest(student.path) != student.manifest["weights_sha256"]:
+        raise UserError(
+            f"the shipped student {student.name}: {file} is missing or does not match its manifest's weights_sha256",
+            "python -m socratic_exp.models.tiny verify says which students are damaged; restore them from the "
+            "package (git checkout socratic_exp/models/tiny/students, or reinstall), or model.use_shipped=false",
+        )
+
+
 def problems(student: ShippedStudent) -> list[str]:
     """What does not hold of a shipped student: its weights against their digest, its config against its hash."""
     found = []
