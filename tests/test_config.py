@@ -123,6 +123,7 @@ BAD_INPUTS = [
     (["task.misconception_rates.precedence=1.5"], "task.misconception_rates="),
     (["task.data_files={train:/no/such/file.jsonl}"], "file '/no/such/file.jsonl' for split 'train' does not exist"),
     (["task.data_files={dev:/etc/hostname}"], "unknown split 'dev'"),
+    (["task.data_files={train:/etc}"], "'/etc' for split 'train' is a folder, not a data file"),
     (["task=gsm8k", "task.data_files={eval:/no/such/test.jsonl}"], "file '/no/such/test.jsonl' for split 'eval'"),
     (["task=gsm8k", "task.eval_size=0"], "task.eval_size=0: must be >= 1"),
     (["task=gsm8k", "task.hub_name=''"], "task.hub_name='': must name a Hugging Face Hub dataset"),

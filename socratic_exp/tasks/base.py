@@ -123,7 +123,9 @@ class Task(Component):
             self.check(
                 "data_files",
                 Path(path).is_file(),
-                f"file {path!r} for split {split!r} does not exist",
+                f"{path!r} for split {split!r} is a folder, not a data file"
+                if Path(path).is_dir()
+                else f"file {path!r} for split {split!r} does not exist",
                 "point it at an existing JSON Lines, JSON or parquet file",
             )
 
