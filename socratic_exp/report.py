@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from socratic_exp.errors import UserError
 from socratic_exp.run_folder import read_jsonl
 from socratic_exp.study.curves import mean_line, plot_learning_curves, pyplot, save
 from socratic_exp.study.runs import Run, find_runs, natural_key
@@ -457,7 +458,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scoreboard:
         from socratic_exp.study.evidence import write_scoreboard
 
-        board = write_scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")))
+        try:
+            board = write_scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")))
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         print(board.markdown)
         print(f"\nwritten: {', '.join(str(f) for f in board.files)} ({time.perf_counter() - started:.1f} s)")
         return 0

@@ -339,6 +339,18 @@ def test_report_cli_scoreboard(sweep, capsys):
     assert (sweep / "scoreboard.md").is_file() and (sweep / "evidence_curves.png").is_file()
 
 
+def test_a_scoreboard_with_no_claim_measured_writes_nothing_and_exits_2(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    for seed in range(2):  # one arm alone: no claim has both its arms
+        make_run(root, seed, "grpo", seed, [(0, 0.30, 0.0), (100, 0.40, 100.0)])
+    assert report.main([str(root), "--scoreboard"]) == 2
+    assert capsys.readouterr().err == (
+        "error: no claim of the scoreboard has both its arms among these 2 runs (arms found: grpo) (fix: point it "
+        "at the folder of a +sweep=evidence or +sweep=evidence_sparse launch)\n"
+    )
+    assert sorted(p.name for p in root.iterdir()) == ["0", "1"]  # no scoreboard files
+
+
 def test_holm_ranks_the_claims_by_p_value_and_widens_each_interval_to_its_step():
     """Three claims, 5 seeds each (t with 4 degrees of freedom). Raw: mean 0.05 (se 0.0031623, p 9.3493e-05),
     mean 0.03 (se 0.0089443, p 0.028460: reproduced, its 95% lower bound 0.0052), mean 0 (p 1). Holm, m = 3: the

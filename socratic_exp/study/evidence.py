@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from socratic_exp.errors import UserError
 from socratic_exp.study.curves import mean_line, pyplot, save
 from socratic_exp.study.runs import Run
 from socratic_exp.study.tables import markdown_table, number, signed, write_csv
@@ -512,6 +513,12 @@ def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim]
     # runs all failed stays a row, "not run"
     elsewhere = [claim for claim in chosen if not {claim.a, claim.b} <= arms.swept]
     rows = [score(claim, arms) for claim in chosen if claim not in elsewhere]
+    if not rows:  # nothing measured is no scoreboard: write nothing, say why
+        raise UserError(
+            f"no claim of the scoreboard has both its arms among these {len(runs)} runs (arms found: "
+            f"{', '.join(sorted(arms.swept)) or 'none'})",
+            "point it at the folder of a +sweep=evidence or +sweep=evidence_sparse launch",
+        )
     holm_adjust(rows)
     arm_table = arm_rows(arms)
     out_dir.mkdir(parents=True, exist_ok=True)
