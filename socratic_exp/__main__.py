@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
 from socratic_exp.hydra_support import config_dir, register_resolvers, register_sweeps
+from socratic_exp.secrets import protect_console
 
+protect_console(sys.argv[1:])  # first: Hydra's errors about an override echo it, secret and all
 register_resolvers()
 register_sweeps()
 

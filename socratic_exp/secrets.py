@@ -11,7 +11,8 @@ What each writer gets:
 - files written before the run could redact them: ``scrub_hydra_files`` (Hydra's ``.hydra/*.yaml``, a sweep's
   ``multirun.yaml``), ``scrub_text`` (any text file), ``scrub_training_args`` (TRL's pickled arguments);
 - log records: ``redact_logs`` (every record of the process, whatever logger or handler writes it);
-- the process's own arguments: ``protect_command_line`` does all of the above for a run at its start.
+- the process's own arguments: ``protect_command_line`` does all of the above for a run at its start;
+- the console: ``protect_console`` (Hydra's own errors echo an override before any run code exists).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _AUTHOR = {"author", "authors", "authored", "authorship"}
 _TOKENIZER_TOKEN = re.compile(r"(^|_)(pad|eos|bos|unk|sep|cls|mask)_token(_id)?$")
 _WORD_SPLIT = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED = "<redacted>"
+_LOOSE_ENTRY = re.compile(r"([\w.-]+)\s*[:=]\s*['\"]?([^,}\]'\"\s]+)")
 
 
 def is_secret_key(key: Any) -> bool:
@@ -67,8 +69,8 @@ def _secret_leaves(value: str) -> set[str]:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         parsed = OverridesParser.create().parse_override(f"x={value}").value()
-    except Exception:  # not Hydra syntax: the key check above is all there is
-        return set()
+    except Exception:  # not Hydra syntax (Hydra's error will echo it): the entries that look like `key: value`
+        return {v for k, v in _LOOSE_ENTRY.findall(value) if is_secret_key(k) and v not in ("null", "None")}
     found: set[str] = set()
 
     def walk(node: Any, secret: bool) -> None:
@@ -199,6 +201,29 @@ def redact_logs(secrets: list[str]) -> None:
         logging.setLogRecordFactory(redacting_factory)
     _LOG_SECRETS.extend(fresh)
     _LOG_SECRETS.sort(key=len, reverse=True)
+
+
+class RedactingStream:
+    """A console stream that replaces ``secrets`` in whatever is written to it: Hydra's own errors echo the override
+    they could not apply (a key without ``+``, a syntax error), before any run code or log record exists."""
+
+    def __init__(self, stream: Any, secrets: list[str]):
+        self._stream, self._secrets = stream, secrets
+
+    def write(self, text: str) -> int:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding...: the stream's own
+        return getattr(self._stream, name)
+
+
+def protect_console(arguments: list[str]) -> None:
+    """This process's stdout and stderr lose the secrets of its command line (called first by the entry point)."""
+    secrets = secret_values([a for a in arguments if "=" in a])
+    if secrets:
+        sys.stdout, sys.stderr = RedactingStream(sys.stdout, secrets), RedactingStream(sys.stderr, secrets)
 
 
 def protect_command_line(overrides: list[str], run_dir: Path | None) -> list[str]:

@@ -268,3 +268,25 @@ def test_a_resumed_offline_run_continues_the_same_run_without_duplicated_steps(c
     assert min(row["_step"] for row in resumed) == position + 1  # W&B's steps go on from the checkpoint's
     trained = [row["train/global_step"] for row in kept + resumed if "train/loss" in row]
     assert trained == [1, 2, 3, 4]  # each training step once, in order
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [f"teacher.api_key={BODY_CANARY}"],  # a key without +: Hydra's error suggests the override, value and all
+        ["seed=1", f"algorithm.trl_args.hub_token={HUB_CANARY}"],  # the same, last
+        [f"+teacher.extra_body={{api_key: {BODY_CANARY}", "seed=1"],  # a syntax error: Hydra echoes the input, first
+        [f"+teacher.api_key={BODY_CANARY}"],  # an unknown key with +: our own one-line error
+    ],
+    ids=["without-plus", "without-plus-last", "syntax-error", "unknown-key"],
+)
+def test_hydras_own_errors_echo_no_secret(tmp_path, overrides):
+    env = app_environment(tmp_path / "outputs", tmp_path / "cache")
+    command = [sys.executable, "-m", "socratic_exp", "dry_run=true", *overrides]
+    proc = subprocess.run(command, cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in shown
+    assert BODY_CANARY not in shown and HUB_CANARY not in shown
+    assert "<redacted>" in shown or "unknown key" in shown, shown  # the error is still there, minus the secret
+    files = [p for p in (tmp_path / "outputs").rglob("*") if p.is_file()] if (tmp_path / "outputs").exists() else []
+    assert [f for f in files if BODY_CANARY in f.read_text(errors="replace")] == []
