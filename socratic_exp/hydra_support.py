@@ -56,6 +56,44 @@ def compose(*overrides: str) -> DictConfig:
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
+def report_hydra_errors_in_one_line() -> None:
+    """Hydra's own failures (an override it cannot apply or parse, a run folder it cannot create) end in one line on
+    stderr and exit 2, like the run's, instead of Hydra's partial traceback; ``HYDRA_FULL_ERROR=1`` keeps Hydra's
+    traceback. (Hydra 1.3's ``_run_hydra`` reports through the module's ``run_and_report``, replaced here; the run's
+    own failures never reach it: ``lifecycle.end_failed`` reports them.)"""
+    from hydra._internal import utils
+
+    hydras = utils.run_and_report
+
+    def run_and_report(func: Any) -> Any:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            return hydras(func)
+        try:
+            return func()
+        except Exception as err:
+            print(f"error: {hydra_error_line(err)}", file=sys.stderr)
+            sys.exit(2)
+
+    utils.run_and_report = run_and_report
+
+
+def hydra_error_line(err: BaseException) -> str:
+    """One line for an error Hydra raises before or around the run: its message's lines joined (OmegaConf's
+    ``full_key`` / ``object_type`` details dropped), its cause's first line, or what a folder error means."""
+    if isinstance(err, OSError) and err.filename:
+        why = "a file is in the way" if isinstance(err, FileExistsError | NotADirectoryError) else err.strerror
+        return (
+            f"cannot create the run folder {err.filename} ({why}) (fix: a writable folder: hydra.run.dir=<folder>, "
+            f"$SOCRATIC_EXP_OUTPUTS or ${RUN_DIR_ENV})"
+        )
+    details = ("full_key:", "object_type=", "reference_type=", "See https://", "Config search path", "provider=")
+    lines = [line.strip() for line in str(err).splitlines() if line.strip() and not line.strip().startswith(details)]
+    cause = err.__cause__
+    if cause is not None and str(cause).strip() and str(cause).strip().splitlines()[0] not in " ".join(lines):
+        lines.append(str(cause).strip().splitlines()[0])
+    return " ".join(lines)[:500] or type(err).__name__
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_run_dir"):
         OmegaConf.register_new_resolver("sx_run_dir", _run_dir)

@@ -209,8 +209,24 @@ def test_hydra_flags_work(run_app, args, expected):
     [
         (["algorithm.max_steps=-1"], "error: algorithm.max_steps=-1: must be >= 1", 2),
         (["resume=/no/such/run"], "error: resume='/no/such/run': is not a run folder", 2),
-        (["algorithm=nope"], "Could not find 'algorithm/nope'", 1),
-        (["algorithm.nope=1"], "Key 'nope' is not in struct", 1),
+        (["algorithm=nope"], "error: In 'config': Could not find 'algorithm/nope' Available options in", 2),
+        (
+            ["algorithm.nope=1"],
+            "error: Could not override 'algorithm.nope'. To append to your config use "
+            "+algorithm.nope=1 Key 'nope' is not in struct",
+            2,
+        ),
+        (
+            ["hydra.run.dir=/proc/no/such"],
+            "error: cannot create the run folder /proc/no (No such file or directory) (fix: a writable folder: "
+            "hydra.run.dir=<folder>",  # /proc/no: the first part that cannot be made
+            2,
+        ),
+        (
+            ["hydra.run.dir=/etc/hostname/x"],
+            "error: cannot create the run folder /etc/hostname/x (a file is in the way)",
+            2,
+        ),
     ],
 )
 def test_cli_errors_are_one_clear_line(run_app, overrides, message, code):
@@ -218,6 +234,7 @@ def test_cli_errors_are_one_clear_line(run_app, overrides, message, code):
     assert proc.returncode == code
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     for run_dir in run_dirs(outputs):
         assert read_summary(run_dir)["status"] == "failed"
 
