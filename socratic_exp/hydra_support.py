@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -216,16 +215,17 @@ def comparable_overrides(overrides: list[str]) -> list[str]:
 
 def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | None:
     """The newest run folder under ``outputs_root/<date>/<time>`` launched with the same overrides (``resume``
-    aside) that did not complete and has a checkpoint to continue from."""
+    aside) that did not complete and has a checkpoint to continue from (a damaged record is never resumed)."""
     wanted = comparable_overrides(overrides)
     candidates = sorted(outputs_root.glob("*/*/.hydra/overrides.yaml"), reverse=True)
     for overrides_file in candidates:
         run = overrides_file.parent.parent
         if comparable_overrides(list(OmegaConf.load(overrides_file))) != wanted:
             continue
-        summary = run / "summary.json"
-        status = json.loads(summary.read_text()).get("status") if summary.is_file() else None
-        if status != "completed" and any((run / "checkpoints").glob("checkpoint-*")):
+        from socratic_exp.run_folder import DAMAGED, read_summary
+
+        status = read_summary(run).get("status")
+        if status not in ("completed", DAMAGED) and any((run / "checkpoints").glob("checkpoint-*")):
             return run
     return None
 
@@ -253,6 +253,7 @@ class SweepStatus(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from socratic_exp.report import write_sweep_summary
+        from socratic_exp.run_folder import read_summary
         from socratic_exp.secrets import scrub_hydra_files, secret_values
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -262,7 +263,7 @@ class SweepStatus(Callback):
             print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} and .csv", file=sys.stderr)
         rows = []
         for summary_file in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: _job_order(p.parent.name)):
-            summary = json.loads(summary_file.read_text())
+            summary = read_summary(summary_file.parent)
             rows.append((summary_file.parent.name, summary.get("status", "?"), summary))
         if not rows:
             return

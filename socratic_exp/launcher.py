@@ -29,7 +29,6 @@ their own parent (the launch tool, which outlives a killed sweep) does.
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import queue
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from socratic_exp.hydra_support import RUN_DIR_ENV, comparable_overrides
-from socratic_exp.run_folder import write_json_atomic
+from socratic_exp.run_folder import read_summary, write_json_atomic
 from socratic_exp.secrets import redact_overrides, scrub_hydra_files, secret_values
 
 log = logging.getLogger(__name__)
@@ -208,10 +207,9 @@ def threads_per_job(n_jobs: int, requested: int | None) -> int:
 def completed_run(job_dir: Path, overrides: Sequence[str]) -> dict[str, Any] | None:
     """The summary of a completed run in ``job_dir`` launched with ``overrides`` (``resume`` aside; secrets are
     compared redacted, as the summary keeps them), else None."""
-    summary_file = job_dir / "summary.json"
-    if not summary_file.is_file():
+    summary = read_summary(job_dir)
+    if not summary:
         return None
-    summary = json.loads(summary_file.read_text())
     same = comparable_overrides(summary.get("overrides", [])) == comparable_overrides(redact_overrides(list(overrides)))
     return summary if same and summary.get("status") == "completed" else None
 
@@ -237,8 +235,7 @@ def check_sweep_folder(sweep_dir: Path, jobs: Sequence[Sequence[str]], first_ind
 def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int, how: ProcessLaunch | None = None) -> None:
     """Record a job whose process ended without reporting (killed, out of memory, crashed) as failed; a
     multi-process job's message points to its launch's output."""
-    summary_file = job_dir / "summary.json"
-    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {"overrides": list(overrides)}
+    summary = read_summary(job_dir) or {"overrides": list(overrides)}
     if summary.get("status") == "completed":  # it finished its work, then died on the way out: the run stands
         return
     reason = f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
@@ -251,7 +248,7 @@ def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int, how: Pro
         error={"type": "JobProcessDied", "message": message},
     )
     job_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(summary_file, summary)
+    write_json_atomic(job_dir / "summary.json", summary)
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
@@ -505,10 +502,9 @@ def _job_return(job_return: Any, job_status: Any, overrides: Sequence[str], job_
 
 def _outcome_of(job_dir: Path) -> str:
     """``completed, eval/greedy_acc 0.5500`` / ``failed: <the error>``: the job's end line."""
-    summary_file = job_dir / "summary.json"
-    if not summary_file.is_file():
+    summary = read_summary(job_dir)
+    if not summary:
         return "ended (no summary)"
-    summary = json.loads(summary_file.read_text())
     status, objective = summary.get("status", "?"), summary.get("objective")
     if status == "completed" and isinstance(objective, int | float):
         return f"{status}, {(summary.get('config') or {}).get('objective', 'objective')} {objective:.4f}"

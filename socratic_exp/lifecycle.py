@@ -26,7 +26,7 @@ from socratic_exp.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.hydra_support import config_dir, sweeps_dir, typed_key
 from socratic_exp.loggers.base import RunInfo
 from socratic_exp.requirements import check_requirements
-from socratic_exp.run_folder import RunRecord, is_run_folder
+from socratic_exp.run_folder import DAMAGED, RunRecord, is_run_folder
 from socratic_exp.secrets import protect_command_line, redact, redact_overrides
 
 if TYPE_CHECKING:
@@ -106,8 +106,8 @@ def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInt
         record = RunRecord(job.run_dir, config if isinstance(config, dict) else {}, job.overrides, writes=job.is_main)
     if not isinstance(err, UserError | KeyboardInterrupt):
         record.data["traceback"] = traceback.format_exc()
-    # A bad attempt to resume a completed run must not mark that run failed.
-    if record.previous.get("status") != "completed":
+    # A bad attempt to resume a completed run must not mark that run failed, nor overwrite a damaged record.
+    if record.previous.get("status") not in ("completed", DAMAGED):
         record.fail(err, status="interrupted" if interrupted else "failed")
     prefix = "" if job.is_main else f"[rank {distributed.rank()}] "  # the same error from every rank
     if isinstance(err, UserError):

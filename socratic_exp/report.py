@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from socratic_exp.errors import UserError
-from socratic_exp.run_folder import read_jsonl
+from socratic_exp.run_folder import DAMAGED, read_jsonl
 from socratic_exp.study.curves import mean_line, plot_learning_curves, pyplot, save
 from socratic_exp.study.runs import Run, find_runs, natural_key
 from socratic_exp.study.tables import format_mean_std, markdown_table, mean_std, signed, write_csv
@@ -452,6 +452,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: not found: {' '.join(missing)}", file=sys.stderr)
         return 2
     runs = find_runs(args.paths)
+    for run in runs:
+        if run.summary.get("status") == DAMAGED:  # reported, counted as not completed; the others go on
+            print(f"warning: {run.summary['error']['message']}: counted as not completed", file=sys.stderr)
     if not runs:
         print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from socratic_exp import distributed
 from socratic_exp.assembly import Components
 from socratic_exp.console import drop_trainer_printing, quiet_console, result_table, run_console, say_last
+from socratic_exp.errors import UserError
 from socratic_exp.lifecycle import (
     Job,
     closed_on_failure,
@@ -28,7 +29,7 @@ from socratic_exp.lifecycle import (
     validate,
 )
 from socratic_exp.loggers.base import Logger
-from socratic_exp.run_folder import MetricsSink, RunRecord, last_checkpoint, resumed_metrics, run_name
+from socratic_exp.run_folder import DAMAGED, MetricsSink, RunRecord, last_checkpoint, resumed_metrics, run_name
 
 log = logging.getLogger("socratic_exp")
 
@@ -60,6 +61,9 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
             say_last(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}", logging.INFO, sys.stdout)
             return None
         record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)
+        if record.previous.get("status") == DAMAGED:  # its record is not readable: nothing to resume from, kept as is
+            damage = record.previous["error"]
+            raise UserError(damage["message"], damage["fix"])
         if record.previous.get("status") == "completed":
             if job.is_main:
                 say_last(f"{job.run_dir} already completed; nothing to resume", logging.INFO, sys.stdout)

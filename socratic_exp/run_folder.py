@@ -113,10 +113,27 @@ def git_commit() -> str | None:
 
 
 # --- reading a run folder ---------------------------------------------------------------------------------------
+DAMAGED = "damaged"  # the status read from a summary.json that is not valid JSON (a truncated write, a bad disk)
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
-    """``summary.json`` of a run folder (``{}`` when it has none: the run has not started writing it)."""
+    """``summary.json`` of a run folder (``{}`` when it has none: the run has not started writing it). A file that
+    is not valid JSON reads as status ``damaged`` with the reason, so a report or a search for runs goes on with the
+    others (it counts as neither completed nor resumable)."""
     path = Path(run_dir) / "summary.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        reason = str(err) if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        return {
+            "status": DAMAGED,
+            "error": {
+                "message": f"{path} is damaged (not valid JSON: {reason})",
+                "fix": "restore it from a copy, or move the run folder out of the way",
+            },
+        }
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:

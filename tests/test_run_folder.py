@@ -125,3 +125,34 @@ def test_hydra_dumps_are_scrubbed(tmp_path):
         assert "sk-secret" not in text and REDACTED in text
     assert "api_key_env: KEY" in (hydra_dir / "config.yaml").read_text()
     assert "seed=1" in (hydra_dir / "overrides.yaml").read_text()
+
+
+def test_a_damaged_summary_reads_as_damaged_and_is_never_resumed(tmp_path):
+    older = _fake_run(tmp_path, "10-00-00-000001", ["seed=1"], "running")
+    damaged = _fake_run(tmp_path, "10-00-00-000002", ["seed=1"], "running")
+    (damaged / "summary.json").write_text('{"status": "runn')  # a write cut short
+    assert read_summary(damaged) == {
+        "status": "damaged",
+        "error": {
+            "message": f"{damaged / 'summary.json'} is damaged (not valid JSON: Unterminated string starting at: "
+            "line 1 column 12 (char 11))",
+            "fix": "restore it from a copy, or move the run folder out of the way",
+        },
+    }
+    assert find_interrupted_run(tmp_path, ["seed=1", "resume=auto"]) == older  # the damaged one is passed over
+
+
+@pytest.mark.slow
+def test_resuming_a_damaged_run_is_one_line_and_leaves_its_files(run_app, tmp_path):
+    run = tmp_path / "outputs" / "2026-01-01" / "10-00-00-000000"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("[]\n")
+    (run / "summary.json").write_bytes(b'{"status": "running", "conf')
+    proc, _ = run_app(f"resume={run}", "logger=none", timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: {run / 'summary.json'} is damaged (not valid JSON: Unterminated string starting at: line 1 column 23 "
+        "(char 22)) "
+        "(fix: restore it from a copy, or move the run folder out of the way)"
+    )
+    assert (run / "summary.json").read_bytes() == b'{"status": "running", "conf'  # kept as it was
