@@ -168,3 +168,15 @@ def test_the_reward_curve_is_smoothed_over_the_square_root_of_its_logs(logs, win
     from socratic_exp.study.curves import reward_window
 
     assert reward_window(logs) == window
+
+
+def test_a_damaged_summary_is_named_and_counted_as_not_completed(sweep, capsys):
+    from socratic_exp import report
+
+    (sweep / "0" / "summary.json").write_text('{"status": "completed", "overrides": ["+sweep=toy", ')  # cut short
+    assert report.main([str(sweep), "--by", "algorithm.mode", "--metrics", "eval/greedy_acc"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err.startswith(f"warning: {sweep / '0' / 'summary.json'} is damaged (not valid JSON: ")
+    assert printed.err.rstrip().endswith(": counted as not completed")
+    # 'top': seeds 1 and 2 (0.7, 0.8) completed; seed 3 failed; the damaged job 0 has no overrides left, its own row
+    assert "| algorithm.mode=top | 2 | 1 | 0.750 +- 0.071 |" in printed.out
