@@ -8,11 +8,8 @@ import dataclasses
 import http.server
 import importlib.metadata
 import importlib.util
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -158,11 +155,8 @@ def test_every_number_is_finite(override):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
-def test_a_paper_overlay_fails_at_dry_run_without_vllm(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp", "experiment=socraticpo_sciknoweval", "dry_run=true"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "SOCRATIC_EXP_OUTPUTS": str(tmp_path)},
-    )  # fmt: skip
+def test_a_paper_overlay_fails_at_dry_run_without_vllm(run_app):
+    proc, _ = run_app("experiment=socraticpo_sciknoweval", "dry_run=true", timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: algorithm.use_vllm=True: needs vLLM, which is not installed; experiment=socraticpo_sciknoweval sets "

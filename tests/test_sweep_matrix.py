@@ -4,10 +4,6 @@ model, task and teacher (the teacher axis taking the setup's own values). Expect
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 from conftest import ROOT, compose
 from omegaconf import OmegaConf
@@ -97,11 +93,8 @@ def test_the_paper_pairs_take_the_overlays_axis_values():
     assert {j[1] for j in jobs} == {"teacher=llm"}
 
 
-def test_a_refused_pair_stops_the_launch_in_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp", "experiment=socraticpo_sciknoweval", "+sweep=entropy_quantile"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "SOCRATIC_EXP_OUTPUTS": str(tmp_path)},
-    )  # fmt: skip
+def test_a_refused_pair_stops_the_launch_in_one_line(run_app):
+    proc, outputs = run_app("experiment=socraticpo_sciknoweval", "+sweep=entropy_quantile", timeout=300)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert lines == [
@@ -109,7 +102,7 @@ def test_a_refused_pair_stops_the_launch_in_one_line(tmp_path):
         "algorithm=entropy_masked, the overlay is a setup for algorithm=socraticpo (fix: run +sweep=entropy_quantile "
         "without experiment=, or with an overlay for entropy_masked)"
     ]
-    assert not list(tmp_path.glob("multirun/*/*/0")), "no job started"
+    assert not list(outputs.glob("multirun/*/*/0")), "no job started"
 
 
 def test_a_key_the_user_never_set_names_the_overlay_that_set_it(capsys):
