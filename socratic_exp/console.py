@@ -93,9 +93,6 @@ def run_console(objective: str, console: bool, verbose: bool) -> ProgressDisplay
     return display
 
 
-LIBRARIES_WITH_HANDLERS = ("transformers", "datasets", "huggingface_hub")
-
-
 def route_library_logs() -> None:
     """transformers, datasets and the Hub client print their warnings through handlers of their own: transformers'
     then never reach the run's log file, the others' show twice on the console. Their records go through the run's
@@ -104,7 +101,7 @@ def route_library_logs() -> None:
 
     transformers.utils.logging.disable_default_handler()
     transformers.utils.logging.enable_propagation()
-    for name in LIBRARIES_WITH_HANDLERS[1:]:
+    for name in ("datasets", "huggingface_hub"):
         library = logging.getLogger(name)
         for handler in list(library.handlers):
             if type(handler) is logging.StreamHandler:  # the library's own stderr handler
