@@ -64,6 +64,15 @@ class MetricsFileCallback(TrainerCallback):
         self.sink.log_table("teacher_guidance", self.teacher.samples(), state.global_step)
 
 
+class ResumedIntervalsCallback(TrainerCallback):
+    """A resumed run logs and saves at the intervals it is run with now (``algorithm.logging_steps``, ``save_steps``
+    may change on resume): transformers restores them from the checkpoint's ``trainer_state.json``, with a warning
+    only, so a resume's new intervals would not apply."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        state.compute_steps(args, state.max_steps)
+
+
 class ProgressDisplayCallback(TrainerCallback):
     """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink)."""
 
@@ -399,11 +408,12 @@ class SamplerStateCallback(TrainerCallback):
 
 
 class RunCallbacks:
-    """A run's trainer callbacks (``all``), built here only, in the order the trainer calls them: TRL's logs into
-    ``metrics.jsonl`` (``metrics``, which keeps the latest of each for the summary), the training clock (``clock``),
-    the periodic held-out evaluation with the collapse guard, the sampler's state in checkpoints, the progress display
-    (after ``metrics``: its line shows the step's numbers), the checkpoints' arguments without secrets and, given a
-    ``tracker`` (the main process), the tracker's position in each checkpoint. The trainer gets them when it is built
+    """A run's trainer callbacks (``all``), built here only, in the order the trainer calls them: a resumed run's
+    intervals as set now, TRL's logs into ``metrics.jsonl`` (``metrics``, which keeps the latest of each for the
+    summary), the training clock (``clock``), the periodic held-out evaluation with the collapse guard, the sampler's
+    state in checkpoints, the progress display (after ``metrics``: its line shows the step's numbers), the
+    checkpoints' arguments without secrets and, given a ``tracker`` (the main process), the tracker's position in
+    each checkpoint. The trainer gets them when it is built
     (``assembly.build_trainer``), before the callbacks it adds itself."""
 
     def __init__(
@@ -420,6 +430,7 @@ class RunCallbacks:
         self.metrics = MetricsFileCallback(sink, c.sampler, c.teacher)
         self.clock = TrainClock()  # training wall time, evaluations and loading excluded (eval/train_seconds)
         self.all: list[TrainerCallback] = [
+            ResumedIntervalsCallback(),
             self.metrics,
             self.clock,
             SamplerStateCallback(c.sampler),

@@ -62,6 +62,7 @@ def filter_dependency_noise() -> None:
         warnings.filterwarnings("ignore", category=category, module=DEPENDENCIES)
     for message in NOISE_MESSAGES:
         warnings.filterwarnings("ignore", message=message)
+    logging.captureWarnings(False)  # routed afresh: a harness (pytest, a notebook) may have swapped the hook since
     logging.captureWarnings(True)
     filter_dependency_noise.done = True  # type: ignore[attr-defined]
 
@@ -194,6 +195,9 @@ def say_last(line: str, level: int = logging.ERROR, stream: IO[str] | None = Non
     """A line a run ends with (its failure, a dry run's verdict): printed as it is on ``stream`` (stderr by default;
     the user's last line, without the log format), and written to the run's log file only through logging, so the
     console shows it once."""
+    from socratic_exp.secrets import scrub
+
+    line = scrub(line)  # an error's message may quote a secret this process knows (the log's records lose it too)
     print(line, file=stream or sys.stderr, flush=True)
     logger = route(END_LOG, to_console=False)
     if logger.handlers:  # no log file (not under Hydra): Python's last-resort handler would print it a second time

@@ -13,8 +13,14 @@ Heavy imports (torch) stay inside the functions: composing a config imports this
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-from collections.abc import Iterator, Sequence
+import platform
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -32,6 +38,161 @@ def is_main() -> bool:
 def launched_processes() -> int:
     """How many processes the launcher started (``WORLD_SIZE``), whether or not they have joined a group yet."""
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def nodes() -> int:
+    """How many machines the launch spans (torchrun's ``GROUP_WORLD_SIZE``; else from the processes per node)."""
+    if "GROUP_WORLD_SIZE" in os.environ:
+        return int(os.environ["GROUP_WORLD_SIZE"])
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", launched_processes()))
+    return -(-launched_processes() // max(1, per_node))
+
+
+# --- one run folder for every process of a launch ---------------------------------------------------------------
+SHARE_TIMEOUT_S = 120.0  # the ranks start within seconds of each other; rank 0 may be resolving resume=auto
+SEE_TIMEOUT_S = 30.0  # a shared file system may show another node's new folder a few seconds late (NFS caching)
+HANDOFF_SLACK_S = 30.0  # a hand-off file older than this process (less this) is from another launch
+PROCESS_START = time.time()
+_DECIDED: dict[str, str] = {}  # this process's launch -> its run folder (Hydra resolves the folder several times)
+
+
+def run_folder_of_launch(decide: Callable[[], str], each_decides: bool = False) -> str:
+    """The run folder, one for every process of a launch: ``decide()`` on the global main process, the others take
+    its answer. Ranks that each picked their own time-stamped folder would split the run (each node's part of every
+    checkpoint in a folder of its own).
+
+    Under torchrun (and ``accelerate launch``, which starts torchrun) the answer goes through the launch's own store
+    (the agent's TCPStore at ``MASTER_ADDR:MASTER_PORT``, which ``init_process_group`` joins later). On several nodes
+    every other rank then checks that it sees the folder (the main process's lock file names the launch), and says
+    so through the store: a rank that does not (no shared file system) stops the launch in one line on every node.
+    Without torchrun's store, ``each_decides`` (``$SOCRATIC_EXP_RUN_DIR`` set for every rank) lets each rank decide
+    alone, and one node shares its folder through a hand-off file; several nodes are refused."""
+    from socratic_exp.errors import UserError
+
+    if launched_processes() <= 1:
+        return decide()
+    launch = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}/" + os.environ.get(
+        "TORCHELASTIC_RESTART_COUNT", "0"
+    )
+    if launch not in _DECIDED:
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            _DECIDED[launch] = _through_store(decide)
+        elif each_decides:
+            _DECIDED[launch] = decide()
+        elif nodes() == 1:
+            _DECIDED[launch] = _through_handoff_file(decide)
+        else:
+            raise UserError(
+                f"a launch over {nodes()} nodes without torchrun has no way to share its run folder",
+                "start it with torchrun or accelerate launch, or set $SOCRATIC_EXP_RUN_DIR=<a folder on a shared "
+                "file system> for every rank",
+            )
+    return _DECIDED[launch]
+
+
+def _through_store(decide: Callable[[], str]) -> str:
+    """``decide()`` on rank 0, shared through torchrun's agent store (or its failure, so that no rank waits for a
+    folder that will not come); on several nodes, with every rank's word that it sees the folder (see
+    ``run_folder_of_launch``)."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    from socratic_exp.errors import UserError
+    from socratic_exp.run_folder import abandon_run_folder, claim_run_folder, lock_holder
+
+    address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    try:
+        store = TCPStore(
+            address.rsplit(":", 1)[0], int(address.rsplit(":", 1)[1]), None, False, timedelta(seconds=SHARE_TIMEOUT_S)
+        )
+    except (RuntimeError, OSError) as err:
+        raise UserError(
+            f"rank {rank()} cannot reach the launch's store at {address} ({err})",
+            "check that the launcher (torchrun) is running and MASTER_ADDR/MASTER_PORT",
+        ) from None
+    prefix = f"socratic_exp/run_folder/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    several_nodes = nodes() > 1
+    others = [r for r in range(launched_processes()) if r != rank()]
+
+    def wait(keys: list[str], seconds: float, what: str) -> None:
+        try:
+            store.wait(keys, timedelta(seconds=seconds))
+        except RuntimeError:  # torch's DistStoreError: a timeout
+            raise UserError(
+                f"rank {rank()} waited {seconds:.0f} s for {what}",
+                "see the other ranks' output: one of them failed before it got there",
+            ) from None
+
+    if is_main():
+        try:
+            folder, launch = decide(), uuid.uuid4().hex
+            if several_nodes:  # the lock file names this launch: what every rank looks for to know it sees the folder
+                claim_run_folder(Path(folder), launch=launch)
+        except Exception as err:
+            store.set(f"{prefix}/folder", json.dumps({"error": str(err)}))
+            raise
+        store.set(f"{prefix}/folder", json.dumps({"folder": folder, "launch": launch, "host": platform.node()}))
+        if several_nodes:
+            wait(
+                [f"{prefix}/seen/{r}" for r in others], SHARE_TIMEOUT_S + SEE_TIMEOUT_S, "every rank to see the folder"
+            )
+            if unseen := [word for r in others if (word := store.get(f"{prefix}/seen/{r}").decode())]:
+                abandon_run_folder(Path(folder))
+                raise UserError(f"{unseen[0]} ({len(unseen)} rank(s) in all)", _NOT_SHARED_FIX)
+        return folder
+    wait([f"{prefix}/folder"], SHARE_TIMEOUT_S, "the main process's run folder")
+    shared = json.loads(store.get(f"{prefix}/folder"))
+    if "error" in shared:
+        raise UserError(f"[rank {rank()}] the main process could not choose the run folder: {shared['error']}")
+    if not several_nodes:
+        return shared["folder"]
+    deadline = time.monotonic() + SEE_TIMEOUT_S
+    while lock_holder(Path(shared["folder"])).get("launch") != shared["launch"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    seen = lock_holder(Path(shared["folder"])).get("launch") == shared["launch"]
+    problem = (
+        ""
+        if seen
+        else (
+            f"rank {rank()} on {platform.node()} does not see the run folder {shared['folder']} "
+            f"of the main process (on {shared['host']})"
+        )
+    )
+    store.set(f"{prefix}/seen/{rank()}", problem)
+    if problem:
+        raise UserError(problem, _NOT_SHARED_FIX)
+    return shared["folder"]
+
+
+_NOT_SHARED_FIX = (
+    "every node must see the run folder: put the outputs on a shared file system ($SOCRATIC_EXP_OUTPUTS, or "
+    "$SOCRATIC_EXP_RUN_DIR for every rank) and start every node from the same folder"
+)
+
+
+def _through_handoff_file(decide: Callable[[], str]) -> str:
+    """One node without torchrun's store: local rank 0 publishes ``decide()`` in a hand-off file that the other ranks
+    read, keyed by the launcher process (the ranks' common parent) and ``MASTER_PORT``; a file older than this
+    process is a stale one from an earlier launch."""
+    from socratic_exp.errors import UserError
+
+    handoff = Path(tempfile.gettempdir()) / f"socratic_exp-run-dir-{os.getppid()}-{os.environ.get('MASTER_PORT', '')}"
+    if int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) == 0:
+        folder = decide()
+        partial = handoff.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(folder)
+        os.replace(partial, handoff)
+        return folder
+    deadline = time.monotonic() + SHARE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if handoff.is_file() and handoff.stat().st_mtime >= PROCESS_START - HANDOFF_SLACK_S:
+            return handoff.read_text()
+        time.sleep(0.05)
+    raise UserError(
+        f"rank {rank()} waited {SHARE_TIMEOUT_S:.0f} s for local rank 0's run folder in {handoff}",
+        "set $SOCRATIC_EXP_RUN_DIR=<folder> for every rank",
+    )
 
 
 def join() -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 
 RESUME_KEY = "resume"
 RUN_DIR_ENV = "SOCRATIC_EXP_RUN_DIR"  # pins the run folder (every rank of a multi-node launch)
-HANDOFF_TIMEOUT_S = 120.0
-HANDOFF_SLACK_S = 30.0  # ranks start within seconds of each other; an older hand-off file is from another launch
-PROCESS_START = time.time()
 
 
 def config_dir() -> Path:
@@ -70,21 +66,84 @@ def report_hydra_errors_in_one_line() -> None:
         try:
             return func()
         except Exception as err:
-            print(f"error: {hydra_error_line(err)}", file=sys.stderr)
+            ours = _user_error_within(err)  # raised by our resolvers (a run folder in use, not shared)
+            print(f"error: {ours if ours else hydra_error_line(err)}", file=sys.stderr)
             sys.exit(2)
 
     utils.run_and_report = run_and_report
 
 
+def _user_error_within(err: BaseException) -> BaseException | None:
+    """The ``UserError`` that ``err`` wraps (OmegaConf wraps what a resolver raises), if any."""
+    from socratic_exp.errors import UserError
+
+    seen: set[int] = set()
+    found: BaseException | None = err
+    while found is not None and id(found) not in seen:
+        if isinstance(found, UserError):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
 def hydra_error_line(err: BaseException) -> str:
     """One line for an error Hydra raises before or around the run: its message's lines joined (OmegaConf's
-    ``full_key`` / ``object_type`` details dropped), its cause's first line, or what a folder error means."""
-    if isinstance(err, OSError) and err.filename:
-        why = "a file is in the way" if isinstance(err, FileExistsError | NotADirectoryError) else err.strerror
-        return (
-            f"cannot create the run folder {err.filename} ({why}) (fix: a writable folder: hydra.run.dir=<folder>, "
-            f"$SOCRATIC_EXP_OUTPUTS or ${RUN_DIR_ENV})"
-        )
+    ``full_key`` / ``object_type`` details dropped), its cause's first line, or what a file error means.
+
+    A file error (Hydra's own, or one a resolver raised) names its file: the run folder it could not create where
+    the file is a run folder (``hydra.run.dir``, ``$SOCRATIC_EXP_RUN_DIR``, the outputs root or a ``<date>/<time>``
+    folder below it, or a parent of one); the override whose key Hydra looked up as a config group's file where the
+    file is named after that key (a key too long for a file name); the override whose value it is
+    (``resume=<path>``); else the file and the reason (``errors.file_system_error``: a file inside a run folder)."""
+    found: BaseException | None = err
+    for _ in range(8):  # OmegaConf wraps what a resolver raises, keeping it as the context only (and in its message)
+        if found is None or isinstance(found, OSError):
+            break
+        found = found.__cause__ or found.__context__
+    if isinstance(found, OSError) and found.filename and (found is err or str(found) in str(err)):
+        path = os.path.abspath(os.fsdecode(found.filename))
+        why = "a file is in the way" if isinstance(found, FileExistsError | NotADirectoryError) else found.strerror
+        overrides = [arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg and not arg.startswith("-")]
+        given = {key.lstrip("+~"): value for key, value in overrides}
+        outputs = os.environ.get("SOCRATIC_EXP_OUTPUTS") or "outputs"
+        folders = [outputs, os.environ.get(RUN_DIR_ENV), given.get("hydra.run.dir"), given.get("hydra.sweep.dir")]
+
+        def within(folder: str) -> str | None:
+            """The path relative to ``folder`` ("" for the folder itself or a parent that mkdir could not make), or
+            None outside it."""
+            folder = os.path.abspath(folder)
+            if path == folder or folder.startswith(path + os.sep):
+                return ""
+            return path[len(folder) + 1 :] if path.startswith(folder + os.sep) else None
+
+        def run_folder(relative: str | None) -> bool:  # <date>/<time>, multirun/<date>/<time>/<job>: no file names
+            return relative is not None and "." not in relative and relative.count(os.sep) < 4
+
+        def shortened(text: str, most: int = 60) -> str:
+            return text if len(text) <= most else f"{text[: most - 3]}... ({len(text)} characters)"
+
+        if any(run_folder(within(folder)) for folder in folders if folder):
+            return (
+                f"cannot create the run folder {found.filename} ({why}) (fix: a writable folder: "
+                f"hydra.run.dir=<folder>, $SOCRATIC_EXP_OUTPUTS or ${RUN_DIR_ENV})"
+            )
+        name = os.path.basename(path)
+        for key, value in overrides:
+            if name and name in key:  # Hydra looked the key up as a config group: a file named after it
+                problem = "is too long to be a config key" if found.errno == errno.ENAMETOOLONG else "is no config key"
+                return (
+                    f"the override {shortened(key)}=...: its key {problem} (looked up as a config group: "
+                    f"{found.strerror}) (fix: check its spelling; python -m socratic_exp --help lists the keys)"
+                )
+            if value and within(value) is not None:  # e.g. resume=<folder>, whose summary.json was looked for
+                return f"{key}={shortened(value)}: {found.strerror} (fix: check the path)"
+        from socratic_exp.errors import file_system_error
+
+        known = file_system_error(found)  # a file of a run folder: a full disk, a file in the way, ...
+        if known is not None:
+            return str(known)
+        return f"cannot use {shortened(path, 200)} ({found.strerror}) (fix: check the path and its permissions)"
     details = ("full_key:", "object_type=", "reference_type=", "See https://", "Config search path", "provider=")
     lines = [line.strip() for line in str(err).splitlines() if line.strip() and not line.strip().startswith(details)]
     cause = err.__cause__
@@ -108,59 +167,45 @@ def register_resolvers() -> None:
 
 
 def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
-    """The run folder: ``fresh`` unless resuming (``resume=auto`` or ``resume=<run folder>``); under ``accelerate
-    launch`` every rank's (see ``shared_run_dir``).
+    """The run folder: ``fresh`` (or ``$SOCRATIC_EXP_RUN_DIR``) unless resuming (``resume=auto`` or
+    ``resume=<run folder>``); in a distributed launch, the main process's choice for every rank
+    (``distributed.run_folder_of_launch``).
 
     A missing folder, or one that is not a run folder, is not an error here (Hydra would print a traceback): the
     run gets a fresh folder and reports it in one line.
     """
+    from socratic_exp.distributed import run_folder_of_launch
     from socratic_exp.run_folder import is_run_folder
 
-    fresh = shared_run_dir(fresh)
-    if resume in (None, "", False):
-        return fresh
-    if str(resume) != "auto":  # a folder that is not a run's is never written into: the run refuses it
-        return str(resume) if is_run_folder(resume) else fresh
-    overrides = list(OmegaConf.select(_root_, "hydra.overrides.task", default=[]) or [])
-    found = find_interrupted_run(Path(fresh).parent.parent, overrides)
-    return str(found) if found else fresh
+    def decide() -> str:
+        start = os.environ.get(RUN_DIR_ENV) or fresh
+        if resume in (None, "", False):
+            return start
+        if str(resume) != "auto":  # a folder that is not a run's is never written into: the run refuses it
+            return str(resume) if is_run_folder(resume) else start
+        overrides = list(OmegaConf.select(_root_, "hydra.overrides.task", default=[]) or [])
+        found = find_interrupted_run(Path(start).parent.parent, overrides)
+        return str(found) if found else start
+
+    return run_folder_of_launch(decide, each_decides=bool(os.environ.get(RUN_DIR_ENV)))
 
 
-def shared_run_dir(fresh: str) -> str:
-    """One run folder for all the processes of a distributed launch (``accelerate launch``, ``torchrun``), whose
-    ranks would otherwise each pick their own time-stamped folder.
+def _output_subdir(subdir: str, *, _root_: DictConfig) -> str | None:
+    """Where Hydra writes ``.hydra/``, asked just before it writes anything into the run folder: the moment the run's
+    process claims the folder (``run_folder.claim_run_folder``), so that a second process wanting it is refused
+    before it writes a byte. Only the main process claims and writes (it removes secrets from the files; another
+    rank writing them afterwards would put them back), and never over an existing ``.hydra/``: a resumed run keeps
+    the record of how it was launched (the attempts' overrides are in ``summary.json``)."""
+    from socratic_exp import distributed
+    from socratic_exp.run_folder import claim_run_folder
 
-    ``$SOCRATIC_EXP_RUN_DIR`` names it where set (multi-node: set it in the job script, on a shared file system).
-    Otherwise, with ``WORLD_SIZE`` > 1, local rank 0 publishes its folder in a hand-off file that the other ranks
-    of its node read: the file is keyed by the launcher process (the ranks' common parent) and ``MASTER_PORT``, and
-    a file older than this process is a stale one from an earlier launch.
-    """
-    pinned = os.environ.get(RUN_DIR_ENV)
-    if pinned:
-        return pinned
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return fresh
-    handoff = Path(tempfile.gettempdir()) / f"socratic_exp-run-dir-{os.getppid()}-{os.environ.get('MASTER_PORT', '')}"
-    if int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) == 0:
-        partial = handoff.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(fresh)
-        os.replace(partial, handoff)
-        return fresh
-    deadline = time.monotonic() + HANDOFF_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if handoff.is_file() and handoff.stat().st_mtime >= PROCESS_START - HANDOFF_SLACK_S:
-            return handoff.read_text()
-        time.sleep(0.05)
-    raise RuntimeError(
-        f"rank {os.environ.get('RANK')} waited {HANDOFF_TIMEOUT_S} s for local rank 0's run folder in {handoff}; "
-        f"set {RUN_DIR_ENV}=<folder> for every rank"
-    )
-
-
-def _output_subdir(subdir: str) -> str | None:
-    """Only rank 0 writes Hydra's ``.hydra/`` files (rank 0 removes secrets from them; another rank writing them
-    afterwards would put them back)."""
-    return subdir if int(os.environ.get("RANK", "0")) == 0 else None
+    if not distributed.is_main():
+        return None
+    output_dir = OmegaConf.select(_root_, "hydra.runtime.output_dir", default=None, throw_on_missing=False)
+    if not output_dir:  # --cfg, --help: no run
+        return subdir
+    claim_run_folder(Path(output_dir))
+    return None if (Path(output_dir) / subdir).is_dir() else subdir
 
 
 def _sweep_dir(resume: Any, fresh: str) -> str:
@@ -215,17 +260,24 @@ def comparable_overrides(overrides: list[str]) -> list[str]:
 
 def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | None:
     """The newest run folder under ``outputs_root/<date>/<time>`` launched with the same overrides (``resume``
-    aside) that did not complete and has a checkpoint to continue from (a damaged record is never resumed)."""
+    aside) that did not complete and has a checkpoint to continue from (a damaged record is never resumed).
+
+    The checkpoints' files are not read here (a search stays cheap): a run whose latest checkpoint is damaged is
+    found, and resumes from its latest readable one (``checkpoints.last_checkpoint``); a run none of whose
+    checkpoints can be read is found as well, and refused in one line naming each damaged file, rather than passed
+    over for an older run or a fresh start, which would leave its damage unsaid."""
     wanted = comparable_overrides(overrides)
     candidates = sorted(outputs_root.glob("*/*/.hydra/overrides.yaml"), reverse=True)
     for overrides_file in candidates:
         run = overrides_file.parent.parent
         if comparable_overrides(list(OmegaConf.load(overrides_file))) != wanted:
             continue
+        from socratic_exp.checkpoints import checkpoint_step
         from socratic_exp.run_folder import DAMAGED, read_summary
 
         status = read_summary(run).get("status")
-        if status not in ("completed", DAMAGED) and any((run / "checkpoints").glob("checkpoint-*")):
+        checkpoints = (run / "checkpoints").glob("checkpoint-*")  # not the damaged ones set aside (damaged-*)
+        if status not in ("completed", DAMAGED) and any(checkpoint_step(p) is not None for p in checkpoints):
             return run
     return None
 

@@ -24,10 +24,16 @@ a free rendezvous port (parallel jobs would all take torchrun's 29500), its shar
 processes, ``SOCRATIC_EXP_RUN_DIR`` set to its folder, and its launch's output in ``<job folder>/launch.log`` (the
 ranks of parallel jobs would interleave on the console). The ranks end when the sweep process does, not only when
 their own parent (the launch tool, which outlives a killed sweep) does.
+
+Every setting is checked before any job starts (``local_settings``; a SLURM sweep's before anything is submitted,
+``check_submitit_job``): a bad value is one line naming ``hydra.launcher.<key>=<value>``, its range and the fix. A
+secret given on the command line reaches each job through the job's environment, never through a file it reads
+(``JobFiles``, ``submitted_without_secrets``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -40,14 +46,23 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from socratic_exp.hydra_support import RUN_DIR_ENV, comparable_overrides
 from socratic_exp.run_folder import read_summary, write_json_atomic
-from socratic_exp.secrets import redact_overrides, scrub_hydra_files, secret_values
+from socratic_exp.secrets import (
+    config_through_environment,
+    leaked_secrets,
+    protect_console,
+    redact_overrides,
+    scrub_hydra_files,
+    secret_values,
+    singleton_state_through_environment,
+    through_environment,
+)
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
@@ -101,15 +116,9 @@ class ProcessLaunch:
 def process_launch(processes: Any, accelerate_config: Any, gpus_per_job: Any = None) -> ProcessLaunch:
     """The launcher's ``processes_per_job`` / ``accelerate_config`` (/ ``gpus_per_job``) checked before any job
     starts: a bad value is one line naming the key and the fix, not a failure in every job."""
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise LauncherSettingError(
-            f"hydra.launcher.processes_per_job={processes}: must be an integer >= 1 (fix: set "
-            "hydra.launcher.processes_per_job=<processes per job>, 1 for one process)"
-        )
-    if gpus_per_job is not None and (isinstance(gpus_per_job, bool) or not isinstance(gpus_per_job, int)):
-        raise LauncherSettingError(f"hydra.launcher.gpus_per_job={gpus_per_job}: must be an integer >= 0 (fix: "
-                                   "set it to the GPUs per job, or 0 to leave every GPU visible)")  # fmt: skip
-    if gpus_per_job is not None and (gpus_per_job < 0 or 0 < gpus_per_job < processes):
+    processes = whole_number("processes_per_job", processes, *SETTINGS["processes_per_job"])
+    gpus_per_job = whole_number("gpus_per_job", gpus_per_job, *SETTINGS["gpus_per_job"])
+    if gpus_per_job is not None and 0 < gpus_per_job < processes:
         raise LauncherSettingError(
             f"hydra.launcher.gpus_per_job={gpus_per_job}: each of a job's {processes} processes needs a GPU of its "
             f"own (fix: hydra.launcher.gpus_per_job={processes}, or leave it unset)"
@@ -117,6 +126,99 @@ def process_launch(processes: Any, accelerate_config: Any, gpus_per_job: Any = N
     if accelerate_config in (None, ""):
         return ProcessLaunch(processes)
     return ProcessLaunch(processes, find_accelerate_config(str(accelerate_config)))
+
+
+# The launchers' numeric settings: (least value, whether null is allowed, the fix). hydra/launcher=local's keys, then
+# hydra/launcher=slurm's (hydra-submitit-launcher's): a bad value is refused before any job starts or is submitted.
+SETTINGS: dict[str, tuple[int, bool, str]] = {
+    "n_jobs": (1, True, "hydra.launcher.n_jobs=<jobs at a time>, or null: one per GPU slot, 1 without GPUs"),
+    "threads_per_job": (1, True, "hydra.launcher.threads_per_job=<CPU threads per job>, or null: $OMP_NUM_THREADS"),
+    "gpus_per_job": (0, True, "hydra.launcher.gpus_per_job=<GPUs per job> (0: every GPU visible), or null"),
+    "processes_per_job": (1, False, "hydra.launcher.processes_per_job=<processes per job>, 1 for one process"),
+    "timeout_min": (1, False, "hydra.launcher.timeout_min=<minutes of wall time per job>"),
+    "nodes": (1, False, "hydra.launcher.nodes=1; a run over several nodes: launch/slurm/multinode.sbatch"),
+    "tasks_per_node": (1, False, "hydra.launcher.tasks_per_node=1: the launch tool starts a job's processes"),
+    "cpus_per_task": (1, True, "hydra.launcher.cpus_per_task=<CPU cores per job>, or null: the partition's default"),
+    "gpus_per_node": (0, True, "hydra.launcher.gpus_per_node=<GPUs per job>, or null: none asked for"),
+    "mem_gb": (0, True, "hydra.launcher.mem_gb=<GB per job> (0: all of the node's), or null: the partition's default"),
+    "cpus_per_gpu": (1, True, "hydra.launcher.cpus_per_gpu=<CPU cores per GPU>, or null"),
+    "gpus_per_task": (1, True, "hydra.launcher.gpus_per_task=<GPUs per task>, or null"),
+    "signal_delay_s": (0, False, "hydra.launcher.signal_delay_s=<seconds of warning before the time limit>"),
+    "max_num_timeout": (0, False, "hydra.launcher.max_num_timeout=<requeues after a timeout>, 0 for none"),
+    "array_parallelism": (1, False, "hydra.launcher.array_parallelism=<jobs of the array running at once>"),
+}
+
+
+def whole_number(key: str, value: Any, minimum: int, nullable: bool, fix: str) -> int | None:
+    """A launcher setting that counts something (``hydra.launcher.<key>``): an integer >= ``minimum`` (a string of
+    digits, as ``${oc.env:...}`` gives, counts), or None where ``nullable``; else one line naming the key, its value,
+    the allowed range and the fix."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        allowed = f"an integer >= {minimum}" + (", or null" if nullable else "")
+        raise LauncherSettingError(f"hydra.launcher.{key}={_shown(value)}: must be {allowed} (fix: {fix})")
+    return value
+
+
+def seconds(key: str, value: Any, fix: str) -> float | None:
+    """A launcher setting that is a duration in seconds: a number > 0, or None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise LauncherSettingError(f"hydra.launcher.{key}={_shown(value)}: must be a number of seconds > 0, or "
+                                   f"null (fix: {fix})")  # fmt: skip
+    return float(value)
+
+
+def environment_threads() -> int | None:
+    """``$OMP_NUM_THREADS`` as a number of threads (None: unset): the local launcher shares it among its jobs, a
+    SLURM job's launch among its processes, and every job inherits it."""
+    value = os.environ.get("OMP_NUM_THREADS")
+    if value is None or not value.strip():
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise LauncherSettingError(
+            f"OMP_NUM_THREADS={value}: must be a whole number of CPU threads >= 1 (fix: export OMP_NUM_THREADS="
+            "<threads>, or unset it; hydra.launcher.threads_per_job=<threads> sets the jobs' own)"
+        )
+    return int(value)
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as it is typed on the command line (``true``, ``null``, ``x``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "null" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """``hydra/launcher=local``'s settings, checked (``local_settings``)."""
+
+    how: ProcessLaunch
+    n_jobs: int | None
+    threads_per_job: int | None
+    gpus_per_job: int | None
+    timeout: float | None
+
+
+def local_settings(launcher: Any) -> LocalSettings:
+    """Every setting of the local launcher, and the environment it reads (``$OMP_NUM_THREADS``), checked before any
+    job starts: a bad value is one line (``LauncherSettingError``) naming the key, its value, the range and the fix."""
+    environment_threads()
+    return LocalSettings(
+        how=process_launch(launcher.processes_per_job, launcher.accelerate_config, launcher.gpus_per_job),
+        n_jobs=whole_number("n_jobs", launcher.n_jobs, *SETTINGS["n_jobs"]),
+        threads_per_job=whole_number("threads_per_job", launcher.threads_per_job, *SETTINGS["threads_per_job"]),
+        gpus_per_job=whole_number("gpus_per_job", launcher.gpus_per_job, *SETTINGS["gpus_per_job"]),
+        timeout=seconds("timeout", launcher.timeout, "hydra.launcher.timeout=<seconds for the whole sweep>, or null"),
+    )
 
 
 def check_installed(how: ProcessLaunch) -> None:
@@ -199,8 +301,9 @@ def threads_per_job(n_jobs: int, requested: int | None) -> int:
     """CPU threads for each job: as requested, else the caller's ``OMP_NUM_THREADS``, else the cores / ``n_jobs``."""
     if requested:
         return requested
-    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    from_environment = environment_threads()
+    if from_environment is not None:
+        return from_environment
     return max(1, (os.cpu_count() or 1) // n_jobs)
 
 
@@ -235,18 +338,20 @@ def check_sweep_folder(sweep_dir: Path, jobs: Sequence[Sequence[str]], first_ind
 def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int, how: ProcessLaunch | None = None) -> None:
     """Record a job whose process ended without reporting (killed, out of memory, crashed) as failed; a
     multi-process job's message points to its launch's output."""
-    summary = read_summary(job_dir) or {"overrides": list(overrides)}
-    if summary.get("status") == "completed":  # it finished its work, then died on the way out: the run stands
-        return
     reason = f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
     message = f"the job's process ended without finishing ({reason})"
     if how is not None and how.distributed:
         message = f"the job's {how.tool} ended without finishing ({reason}; its output: {job_dir / LAUNCH_LOG})"
-    summary.update(
-        status="failed",
-        objective=None,
-        error={"type": "JobProcessDied", "message": message},
-    )
+    mark_failed(job_dir, overrides, "JobProcessDied", message)
+
+
+def mark_failed(job_dir: Path, overrides: Sequence[str], kind: str, message: str) -> None:
+    """Record a job that did not finish as failed with ``message`` (a completed run stands: it finished its work,
+    then died on the way out); a job without a summary gets one, its overrides redacted as a run's own are."""
+    summary = read_summary(job_dir) or {"overrides": redact_overrides(list(overrides))}
+    if summary.get("status") == "completed":
+        return
+    summary.update(status="failed", objective=None, error={"type": kind, "message": message})
     job_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(job_dir / "summary.json", summary)
 
@@ -254,8 +359,6 @@ def mark_dead(job_dir: Path, overrides: Sequence[str], returncode: int, how: Pro
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     """Run the jobs ``n_jobs`` at a time, each in its own process (or its own multi-process launch); returns
     Hydra's ``JobReturn`` for each."""
-    import cloudpickle
-    from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
     from joblib import Parallel, delayed
 
@@ -265,20 +368,19 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     # multirun.yaml holds the command line: a secret given there must not stay in it
-    scrub_hydra_files(sweep_dir, secret_values([o for job in job_overrides for o in job]))
+    secrets = sweep_secrets(config, job_overrides)
+    scrub_hydra_files(sweep_dir, secrets)
     try:
-        how = process_launch(launcher.processes_per_job, launcher.accelerate_config, launcher.gpus_per_job)
+        settings = local_settings(launcher)
+        how = settings.how
         check_installed(how)
-    except LauncherSettingError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    try:
         check_sweep_folder(sweep_dir, job_overrides, initial_job_idx)
-    except SweepFolderConflict as err:
+        jobs = JobFiles.of(launcher, job_overrides, initial_job_idx, secrets)
+    except (LauncherSettingError, SweepFolderConflict) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    gpus_per_job = how.processes if launcher.gpus_per_job is None else launcher.gpus_per_job
+    gpus_per_job = how.processes if settings.gpus_per_job is None else settings.gpus_per_job
     gpus = visible_gpus()
     if how.distributed and gpus and len(gpus) < gpus_per_job:  # the ranks would share a GPU: NCCL refuses
         key = "processes_per_job" if gpus_per_job == how.processes else "gpus_per_job"  # the one that asks for more
@@ -287,8 +389,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
               "CPU, hydra.launcher.gpus_per_job=0 with +algorithm.trl_args.use_cpu=true)", file=sys.stderr)  # fmt: skip
         sys.exit(2)
     slots = gpu_slots(gpus, gpus_per_job)
-    n_jobs = launcher.n_jobs or max(1, len(slots))
-    threads = threads_per_job(n_jobs, launcher.threads_per_job)
+    n_jobs = settings.n_jobs or max(1, len(slots))
+    threads = threads_per_job(n_jobs, settings.threads_per_job)
     free_gpus: queue.Queue[str] = queue.Queue()
     for slot in slots:
         free_gpus.put(slot)
@@ -299,7 +401,6 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     else:
         shape = f"each in its own process with {threads} CPU thread(s)"
     log.info(f"Launching {len(job_overrides)} jobs, {n_jobs} at a time, {shape}{gpu_note}; sweep folder {sweep_dir}")
-    singleton_state = Singleton.get_state()
     done = {"count": 0}
     progress = threading.Lock()
     start_lock = threading.Lock()
@@ -315,14 +416,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         gpu = free_gpus.get() if slots else None
         started = time.perf_counter()
         try:
-            environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
+            environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads)), **jobs.variables}
             if gpu is not None:
                 environment["CUDA_VISIBLE_DEVICES"] = gpu
             log.info(f"#{index} : {shown}" + (f" (GPU {gpu})" if gpu is not None else ""))
-            payload = (index, list(overrides), launcher.hydra_context, config, launcher.task_function, singleton_state)
-            result, returncode, reported = run_job_processes(
-                cloudpickle.dumps(payload), environment, how, job_dir, start_lock, ports
-            )
+            payload = jobs.payloads[index - initial_job_idx]
+            result, returncode, reported = run_job_processes(payload, environment, how, job_dir, start_lock, ports)
         finally:
             if gpu is not None:
                 free_gpus.put(gpu)
@@ -336,9 +435,70 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                      f"({done['count']} of {len(job_overrides)} done)")  # fmt: skip
         return result
 
-    return Parallel(n_jobs=n_jobs, backend="threading", timeout=launcher.timeout)(
+    return Parallel(n_jobs=n_jobs, backend="threading", timeout=settings.timeout)(
         delayed(run_one)(initial_job_idx + i, overrides) for i, overrides in enumerate(job_overrides)
     )
+
+
+def sweep_secrets(config: Any, job_overrides: Sequence[Sequence[str]]) -> list[str]:
+    """The secrets of a sweep's command line: its jobs' overrides and Hydra's own (``hydra.job.env_set.<VAR>=...``)."""
+    from omegaconf import OmegaConf
+
+    hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra", default=None) or []
+    return secret_values([str(o) for o in hydra_overrides] + [o for job in job_overrides for o in job])
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """What each job of a sweep is handed: its pickled payload (the joblib launcher's ``execute_job`` arguments) and
+    the environment variables that carry the command line's secrets.
+
+    A payload is written to a file the job reads (here a temporary job file; under SLURM the plugin pickles the same
+    things into a submission in the sweep folder), and holds the job's overrides, the sweep's config and Hydra's
+    global state, each of which holds the command line. So a secret never goes in: it is written
+    ``${oc.env:SOCRATIC_EXP_SECRET_<n>}`` (``secrets.through_environment``) and its value is put in the job's
+    environment, where Hydra's ``oc.env`` resolver reads it back as the job composes its config. The job gets the
+    same config; the files hold no secret.
+    """
+
+    payloads: list[bytes]
+    variables: dict[str, str]
+
+    @classmethod
+    def of(cls, launcher: Any, jobs: Sequence[Sequence[str]], first_index: int, secrets: list[str]) -> JobFiles:
+        """Every job's payload, checked to hold no secret: one that Hydra keeps somewhere the launcher does not clean
+        is refused in one line (``LauncherSettingError``), never written."""
+        import cloudpickle
+
+        variables: dict[str, str] = {}
+        config, state = without_secrets(launcher.config, variables, secrets)
+        context, task = launcher.hydra_context, launcher.task_function
+        payloads = [
+            cloudpickle.dumps((index, through_environment(list(overrides), variables), context, config, task, state))
+            for index, overrides in enumerate(jobs, start=first_index)
+        ]
+        for payload in payloads:
+            refuse_leaks(payload, secrets, "its job files")
+        return cls(payloads, variables)
+
+
+def without_secrets(config: Any, variables: dict[str, str], secrets: list[str]) -> tuple[Any, Any]:
+    """A sweep's config and Hydra's global state (``Singleton.get_state()``) as its jobs are handed them: without
+    ``secrets``, Hydra's own overrides through the environment (``variables`` gets them; see ``JobFiles``)."""
+    from hydra.core.singleton import Singleton
+
+    clean = config_through_environment(config, variables, secrets)
+    return clean, singleton_state_through_environment(Singleton.get_state(), variables, secrets)
+
+
+def refuse_leaks(data: bytes, secrets: list[str], where: str) -> None:
+    """One line, not a file holding a secret of the command line (``secrets.leaked_secrets``)."""
+    if leaked_secrets(data, secrets):
+        raise LauncherSettingError(
+            f"a secret of the command line would be written into the sweep's files ({where}) (fix: give it through "
+            "the environment instead: the variable its setting reads, e.g. HF_TOKEN, WANDB_API_KEY or "
+            "teacher.api_key_env=<VARIABLE>)"
+        )
 
 
 def run_job_processes(
@@ -390,6 +550,7 @@ def child_main() -> None:
     from hydra_plugins.hydra_joblib_launcher._core import execute_job
 
     job_file, results = Path(sys.argv[1]), Path(sys.argv[2])
+    protect_console([])  # the job's secrets came in its environment: they reach neither its console nor its logs
     launcher_pid = os.environ.get(LAUNCHER_PID_ENV, "")
     interrupt_when_orphaned(os.getppid(), launcher=int(launcher_pid) if launcher_pid.isdigit() else None)
     result = execute_job(*cloudpickle.loads(job_file.read_bytes()))
@@ -405,7 +566,12 @@ def child_main() -> None:
 
 def check_submitit_job(processes: Any, accelerate_config: Any, params: dict[str, Any]) -> ProcessLaunch:
     """``hydra/launcher=slurm``'s settings for a multi-process job, checked before anything is submitted: the job's
-    ranks are started inside its one SLURM task on one node, one GPU each."""
+    ranks are started inside its one SLURM task on one node, one GPU each. Every numeric setting (``timeout_min``,
+    ``cpus_per_task``, ...) and ``$OMP_NUM_THREADS``, which the jobs inherit, are checked too."""
+    environment_threads()
+    for key, value in params.items():
+        if key in SETTINGS:
+            whole_number(key, value, *SETTINGS[key])
     how = process_launch(processes, accelerate_config)
     if not how.distributed:
         return how
@@ -425,6 +591,40 @@ def check_submitit_job(processes: Any, accelerate_config: Any, params: dict[str,
     return how
 
 
+@contextlib.contextmanager
+def submitted_without_secrets(launcher: Any, job_overrides: Sequence[Sequence[str]]) -> Iterator[list[list[str]]]:
+    """While hydra-submitit-launcher submits the jobs (it pickles itself, each job's overrides and Hydra's global
+    state into ``<sweep folder>/.submitit/``): the launcher's config and Hydra's state without the command line's
+    secrets, the jobs' overrides naming them ``${oc.env:SOCRATIC_EXP_SECRET_<n>}``, and the variables in this
+    process's environment, which submitit's local executor and ``sbatch`` hand to the jobs (SLURM keeps a job's
+    environment to requeue it). Yields the overrides to submit; a secret still in what will be pickled is refused in
+    one line (``LauncherSettingError``) before anything is submitted."""
+    import cloudpickle
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+
+    secrets = sweep_secrets(launcher.config, job_overrides)
+    variables: dict[str, str] = {}
+    config, state = without_secrets(launcher.config, variables, secrets)
+    overrides = [through_environment(list(job), variables) for job in job_overrides]
+    hydra_config = HydraConfig.instance()  # the plugin pickles Singleton.get_state(), taken from this one
+    sweep_config, hydra_state = launcher.config, hydra_config.cfg
+    earlier = {name: os.environ.get(name) for name in variables}
+    launcher.config = config
+    hydra_config.cfg = getattr(state["instances"].get(HydraConfig), "cfg", hydra_state)
+    try:
+        refuse_leaks(cloudpickle.dumps((launcher, overrides, Singleton.get_state())), secrets, ".submitit/")
+        os.environ.update(variables)
+        yield overrides
+    finally:
+        launcher.config, hydra_config.cfg = sweep_config, hydra_state
+        for name, value in earlier.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_submitted_job(launcher: Any, how: ProcessLaunch, overrides: Sequence[str], index: int, state: Any) -> Any:
     """A submitit job (a SLURM task) whose work is a launch of ``how.processes`` processes on its node's GPUs (those
     SLURM made visible) and CPUs (``cpus_per_task``, split among the processes); returns rank 0's JobReturn."""
@@ -439,8 +639,13 @@ def run_submitted_job(launcher: Any, how: ProcessLaunch, overrides: Sequence[str
     Singleton.set_state(state)
     config = launcher.config
     job_dir = Path(str(config.hydra.sweep.dir)) / str(index)
-    cpus = os.environ.get("SLURM_CPUS_PER_TASK") or os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count() or 1)
-    environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, cpus)}
+    try:
+        cpus = task_cpus()
+    except LauncherSettingError as err:  # the job cannot start: it fails, with the line that says why
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        mark_failed(job_dir, overrides, "LauncherSettingError", str(err))
+        return _job_return(JobReturn, JobStatus, overrides, job_dir, None)
+    environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(cpus))}
     payload = (index, list(overrides), launcher.hydra_context, config, launcher.task_function, state)
     started = time.perf_counter()
     result, returncode, reported = run_job_processes(
@@ -453,6 +658,20 @@ def run_submitted_job(launcher: Any, how: ProcessLaunch, overrides: Sequence[str
     print(f"#{index} {_outcome_of(job_dir)} in {time.perf_counter() - started:.0f} s, {reported} of "
           f"{how.processes} processes finished", flush=True)  # fmt: skip
     return result
+
+
+def task_cpus() -> int:
+    """A SLURM task's CPU cores, to share among its job's processes: ``$SLURM_CPUS_PER_TASK`` (SLURM sets it from
+    ``cpus_per_task``), else ``$OMP_NUM_THREADS``, else the machine's cores."""
+    value = os.environ.get("SLURM_CPUS_PER_TASK", "").strip()
+    if not value:
+        return environment_threads() or os.cpu_count() or 1
+    if not value.isdigit() or int(value) < 1:
+        raise LauncherSettingError(
+            f"SLURM_CPUS_PER_TASK={value}: must be a whole number of CPU cores >= 1 (fix: set "
+            "hydra.launcher.cpus_per_task=<cores per job>, from which SLURM sets it)"
+        )
+    return int(value)
 
 
 def interrupt_when_orphaned(parent: int, poll_seconds: float = 1.0, launcher: int | None = None) -> threading.Thread:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import logging
 import signal
 import sys
@@ -22,11 +23,11 @@ from omegaconf import DictConfig, OmegaConf
 from socratic_exp import distributed
 from socratic_exp.assembly import GROUPS, Components, build_components
 from socratic_exp.console import filter_dependency_noise, say_last
-from socratic_exp.errors import NO_VALUE, ConfigError, UserError
+from socratic_exp.errors import NO_VALUE, ConfigError, UserError, file_system_error
 from socratic_exp.hydra_support import config_dir, sweeps_dir, typed_key
 from socratic_exp.loggers.base import RunInfo
 from socratic_exp.requirements import check_requirements
-from socratic_exp.run_folder import DAMAGED, RunRecord, is_run_folder
+from socratic_exp.run_folder import DAMAGED, FolderRefused, RunRecord, is_run_folder, json_ready
 from socratic_exp.secrets import protect_command_line, redact, redact_overrides
 
 if TYPE_CHECKING:
@@ -102,13 +103,22 @@ def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInt
     interrupted, else 2 for the user's error and 1 for a bug; a sweep's failed job returns, so the sweep goes on
     with its other jobs. Called while ``err`` is handled."""
     interrupted = isinstance(err, KeyboardInterrupt)
-    if record is None:
-        record = RunRecord(job.run_dir, config if isinstance(config, dict) else {}, job.overrides, writes=job.is_main)
-    if not isinstance(err, UserError | KeyboardInterrupt):
-        record.data["traceback"] = traceback.format_exc()
-    # A bad attempt to resume a completed run must not mark that run failed, nor overwrite a damaged record.
-    if record.previous.get("status") not in ("completed", DAMAGED):
-        record.fail(err, status="interrupted" if interrupted else "failed")
+    # a full disk, a folder that cannot be written, a file in the way: the user's to fix, and the run resumable
+    err = file_system_error(err, then=f"resume={job.run_dir}") or err
+    unrecorded = None  # why summary.json could not be written (the disk is full): the one line is said anyway
+    try:
+        if record is None:
+            record = RunRecord(
+                job.run_dir, config if isinstance(config, dict) else {}, job.overrides, writes=job.is_main
+            )
+        if not isinstance(err, UserError | KeyboardInterrupt):
+            record.data["traceback"] = traceback.format_exc()
+        # An attempt that fails before it begins in a folder with a record (a completed, damaged or another
+        # experiment's run, or a bad config on resume) leaves that record as it was.
+        if record.began or not record.previous:
+            record.fail(err, status="interrupted" if interrupted else "failed")
+    except OSError as unwritable:
+        unrecorded = unwritable.strerror or type(unwritable).__name__
     prefix = "" if job.is_main else f"[rank {distributed.rank()}] "  # the same error from every rank
     if isinstance(err, UserError):
         say_last(f"{prefix}error: {err}")
@@ -116,7 +126,8 @@ def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInt
         say_last(f"interrupted: the run folder {job.run_dir} can be resumed with resume={job.run_dir}", logging.WARNING)
     else:
         first_line = (str(err).strip().splitlines() or [""])[0][:300]
-        say_last(f"{prefix}error: {type(err).__name__}: {first_line} (traceback in {job.run_dir / 'summary.json'})")
+        kept = f"no traceback kept: {unrecorded}" if unrecorded else f"traceback in {job.run_dir / 'summary.json'}"
+        say_last(f"{prefix}error: {type(err).__name__}: {first_line} ({kept})")
     if interrupted:
         sys.exit(130)
     if not job.multirun:
@@ -141,6 +152,7 @@ def closed_on_failure(display: ProgressDisplay, tracker: Logger | None, teacher:
 def validate(cfg: DictConfig, job: Job) -> Components:
     """The run's components, built from ``cfg`` (which validates every option; an error names the key the user
     typed), with ``resume=`` checked."""
+    check_top_level_keys(cfg, job)
     try:
         components = build_components(cfg, job.choices)
         check_requirements(cfg, components, wait_for_servers=not cfg.get("dry_run"))  # of the machine, its files
@@ -148,6 +160,22 @@ def validate(cfg: DictConfig, job: Job) -> Components:
         raise with_origin(as_typed(err, cfg), job) from None
     check_resume(cfg, job.run_dir, job.multirun)
     return components
+
+
+def check_top_level_keys(cfg: DictConfig, job: Job) -> None:
+    """A top-level key that neither ``conf/config.yaml``, a config group nor an overlay in use has can only come
+    from a ``+key=value`` override (Hydra refuses it without ``+``): a typo that would otherwise be carried along
+    unread while the run trains on its defaults."""
+    known = set(OmegaConf.load(config_dir() / "config.yaml")) | {p.name for p in config_dir().iterdir() if p.is_dir()}
+    for group, option in job.overlays.items():
+        path = sweeps_dir() / f"{option}.yaml" if group == "sweep" else config_dir() / group / f"{option}.yaml"
+        known |= set(OmegaConf.load(path)) if path.is_file() else set()
+    for key in cfg:
+        if key not in known:
+            raise ConfigError(
+                str(key), NO_VALUE, "unknown key: no setting or option has it",
+                f"check its spelling (python -m socratic_exp --help lists the keys), or drop +{key}",
+            )  # fmt: skip
 
 
 def as_typed(err: ConfigError, cfg: DictConfig) -> ConfigError:
@@ -210,6 +238,81 @@ def check_resume(cfg: DictConfig, run_dir: Path, multirun: bool = False) -> None
         )
     if Path(str(resume)).resolve() != run_dir.resolve():  # pragma: no cover - the resolver guarantees it
         raise ConfigError("resume", resume, f"resolved to another folder ({run_dir})")
+
+
+# What may change when a run resumes (our reading: when it stops, how it logs, saves and evaluates on the way, and
+# where its servers and caches are); any other setting defines the experiment. Patterns over the config's keys.
+RESUMABLE_KEYS = (
+    "resume", "dry_run", "verbose", "objective", "save_final_model", "axes.*", "logger.*",
+    "eval.every_steps", "eval.batch_size",
+    "algorithm.max_steps", "algorithm.logging_steps", "algorithm.save_steps", "algorithm.save_total_limit",
+    "algorithm.log_completions", "algorithm.num_completions_to_print",
+    "algorithm.trl_args.vllm_server_*", "algorithm.trl_args.report_to", "algorithm.trl_args.dataloader_num_workers",
+    "model.cache_dir", "teacher.cache_dir", "teacher.base_url", "teacher.api_key_env", "teacher.max_concurrency",
+    "teacher.timeout_s", "teacher.max_retries", "teacher.backoff_s", "teacher.backoff_max_s", "teacher.check_server",
+    "teacher.log_samples",
+)  # fmt: skip
+SHOWN_DIFFERENCES = 6
+
+
+def check_run_folder(record: RunRecord, job: Job) -> None:
+    """A run goes on in a folder with a record only when that record is readable, not completed, and of the same
+    experiment: every setting but ``RESUMABLE_KEYS`` as it was (the config groups' options compared first, so that
+    another algorithm over a run is named as such). Raises ``FolderRefused`` in one line otherwise;
+    nothing in the folder has been rewritten yet."""
+    previous = record.previous
+    if previous.get("status") == DAMAGED:  # its record is not readable: nothing to resume from, kept as is
+        raise FolderRefused(previous["error"]["message"], previous["error"]["fix"])
+    fresh = "drop resume= (and $SOCRATIC_EXP_RUN_DIR) to start a fresh run"
+    if previous.get("status") == "completed":
+        objective = previous.get("objective")
+        shown = f"{objective:.4f}" if isinstance(objective, float) else objective
+        completed = f"{job.run_dir} holds a completed run (objective {shown}); a new run does not overwrite it"
+        raise FolderRefused(completed, fresh)
+    if not previous.get("config"):
+        return
+    differences = experiment_differences(job.run_dir, previous["config"], record.data["config"], job.choices)
+    if differences:
+        more = len(differences) - SHOWN_DIFFERENCES
+        listed = ", ".join(differences[:SHOWN_DIFFERENCES]) + (f" and {more} more" if more > 0 else "")
+        launched = " ".join(previous.get("overrides") or []) or "no overrides"
+        raise FolderRefused(
+            f"{job.run_dir} holds another experiment: {listed}",
+            f"resume it with the settings it was launched with ({launched}; only how long it runs, how it logs, saves "
+            f"and evaluates, and where its servers and caches are may change), or {fresh}",
+        )
+
+
+def experiment_differences(
+    run_dir: Path, before: dict[str, Any], now: dict[str, Any], choices: dict[str, str]
+) -> list[str]:
+    """The settings that differ between a folder's run and this one, ``RESUMABLE_KEYS`` aside: a config group's
+    changed option as ``algorithm: <before> -> <now>`` (its keys then go unlisted), else ``key: old -> new``."""
+    hydra_file = run_dir / ".hydra" / "hydra.yaml"
+    launched = OmegaConf.load(hydra_file).hydra.runtime.choices if hydra_file.is_file() else {}
+    changed_groups = [g for g, option in choices.items() if g in launched and str(launched[g]) != option]
+    found = [f"{g}: {launched[g]} -> {choices[g]}" for g in changed_groups if not _resumable(g)]
+    flat_before, flat_now = _flat(before), _flat(json_ready(redact(now)))
+    for key in sorted(flat_before.keys() | flat_now.keys()):
+        if _resumable(key) or key.split(".", 1)[0] in changed_groups:
+            continue
+        old, new = flat_before.get(key, "(unset)"), flat_now.get(key, "(unset)")
+        if old != new:
+            found.append(f"{key}: {old!r} -> {new!r}"[:120])
+    return found
+
+
+def _resumable(key: str) -> bool:
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in RESUMABLE_KEYS)
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict) or not data:
+        return {prefix[:-1]: data} if prefix else {}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        flat.update(_flat(value, f"{prefix}{key}."))
+    return flat
 
 
 def start_tracker(

@@ -35,6 +35,7 @@ from typing import Any
 
 from socratic_exp.errors import UserError
 from socratic_exp.run_folder import DAMAGED, read_jsonl
+from socratic_exp.secrets import scrub_data
 from socratic_exp.study.curves import mean_line, plot_learning_curves, pyplot, save
 from socratic_exp.study.runs import Run, find_runs, natural_key
 from socratic_exp.study.tables import format_mean_std, markdown_table, mean_std, signed, write_csv
@@ -222,7 +223,7 @@ def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
         }
         row.update({key: (run.summary.get("final") or {}).get(key) for key in finals})
         row["error"] = f"{error.get('type', '')}: {error.get('message', '')}" if error else ""
-        rows.append(row)
+        rows.append(scrub_data(row))  # the sweep's secrets, should a job's record quote one
     if rows:
         write_csv(sweep_dir / "sweep_summary.csv", rows)
         counts = defaultdict(int)

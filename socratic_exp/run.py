@@ -17,10 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp import distributed
 from socratic_exp.assembly import Components
+from socratic_exp.checkpoints import last_checkpoint
 from socratic_exp.console import drop_trainer_printing, quiet_console, result_table, run_console, say_last
-from socratic_exp.errors import UserError
 from socratic_exp.lifecycle import (
     Job,
+    check_run_folder,
     closed_on_failure,
     end_failed,
     guard_process,
@@ -29,7 +30,13 @@ from socratic_exp.lifecycle import (
     validate,
 )
 from socratic_exp.loggers.base import Logger
-from socratic_exp.run_folder import DAMAGED, MetricsSink, RunRecord, last_checkpoint, resumed_metrics, run_name
+from socratic_exp.run_folder import (
+    MetricsSink,
+    RunRecord,
+    release_run_folder,
+    resumed_metrics,
+    run_name,
+)
 
 log = logging.getLogger("socratic_exp")
 
@@ -37,8 +44,11 @@ log = logging.getLogger("socratic_exp")
 def run_job(cfg: DictConfig) -> float | None:
     job = Job.current()
     # a sweep's job: the launcher prints its start and end, the job's own lines go to its log file
-    with quiet_console(job.multirun), sigterm_as_interrupt():
-        return _run_job(cfg, job)
+    try:
+        with quiet_console(job.multirun), sigterm_as_interrupt():
+            return _run_job(cfg, job)
+    finally:
+        release_run_folder(job.run_dir)  # claimed when Hydra first wrote into it (hydra_support._output_subdir)
 
 
 def _run_job(cfg: DictConfig, job: Job) -> float | None:
@@ -48,6 +58,11 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
     try:
         config = OmegaConf.to_container(cfg, resolve=True)
         components = validate(cfg, job)
+        record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)
+        if record.previous.get("status") == "completed" and job.multirun:  # a resumed sweep skips its completed jobs
+            log.info("%s already completed; nothing to resume", job.run_dir)
+            return record.previous.get("objective")
+        check_run_folder(record, job)  # nothing in the folder is rewritten before it passes (a dry run checks it too)
         if cfg.dry_run:
             from socratic_exp.models.memory import launch_settings, plan_memory
 
@@ -60,14 +75,6 @@ def _run_job(cfg: DictConfig, job: Job) -> float | None:
                     say_last(plan, logging.INFO, sys.stdout)
             say_last(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}", logging.INFO, sys.stdout)
             return None
-        record = RunRecord(job.run_dir, config, job.overrides, writes=job.is_main)
-        if record.previous.get("status") == DAMAGED:  # its record is not readable: nothing to resume from, kept as is
-            damage = record.previous["error"]
-            raise UserError(damage["message"], damage["fix"])
-        if record.previous.get("status") == "completed":
-            if job.is_main:
-                say_last(f"{job.run_dir} already completed; nothing to resume", logging.INFO, sys.stdout)
-            return record.previous.get("objective")
         record.save()
         return train_and_evaluate(cfg, components, record, job)
     except (KeyboardInterrupt, Exception) as err:  # report every failure the same way
@@ -89,7 +96,7 @@ def train_and_evaluate(cfg: DictConfig, c: Components, record: RunRecord, job: J
         str(cfg.objective), console=job.is_main and not job.multirun, verbose=bool(cfg.get("verbose", False))
     )
     set_seed(cfg.seed)
-    checkpoint = last_checkpoint(job.run_dir)
+    checkpoint = last_checkpoint(job.run_dir, writes=job.is_main)  # the latest readable one
     # an earlier attempt that got past the first evaluation goes on from its checkpoint
     metrics_file = resumed_metrics(job.run_dir, checkpoint, evaluated="initial" in record.data, writes=job.is_main)
     name = run_name(c.choices, job.overrides)

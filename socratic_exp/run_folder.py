@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -14,13 +15,14 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.secrets import is_secret_key, redact, redact_overrides
+from socratic_exp.errors import UserError
+from socratic_exp.secrets import is_secret_key, redact, redact_overrides, scrub_data
 
 if TYPE_CHECKING:
     from socratic_exp.loggers.base import Logger
@@ -151,9 +153,35 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """``path`` replaced by ``data`` at once: written next to it, then renamed over it (a failed write, e.g. on a
+    full disk, leaves the file as it was and no partial copy)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_finite(data), indent=2, default=str))
-    os.replace(tmp, path)
+    try:
+        with naming_the_file(path):
+            tmp.write_text(json.dumps(_finite(scrub_data(data)), indent=2, default=str))  # an error may quote a secret
+            os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def naming_the_file(path: Path) -> Iterator[None]:
+    """An OSError that names no file while ``path`` is written names ``path`` (a full disk fails a write or the flush
+    on closing, and those errors name none), so that the run's one error line can say which file."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
+
+
+def json_ready(data: Any) -> Any:
+    """``data`` as a run folder's JSON files hold it, read back (NaN as null, tuples as lists, other objects as
+    strings): what a config is compared with a recorded one as."""
+    return json.loads(json.dumps(_finite(data), default=str))
 
 
 def _finite(data: Any) -> Any:
@@ -179,7 +207,7 @@ class MetricsFile:
         if not self.writes:
             return
         record = {"step": step, "time": round(time.time(), 3), **metrics}
-        with self.path.open("a", encoding="utf-8") as handle:
+        with naming_the_file(self.path), self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(_finite(record), default=str) + "\n")
 
     def truncate_after(self, step: int) -> int:
@@ -188,19 +216,12 @@ class MetricsFile:
             return 0
         lines = self.path.read_text(encoding="utf-8").splitlines()
         kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
-        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        with naming_the_file(self.path):
+            self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         return len(lines) - len(kept)
 
     def read(self) -> list[dict[str, Any]]:
         return read_jsonl(self.path)
-
-
-def last_checkpoint(run_dir: Path) -> str | None:
-    """The latest ``checkpoints/checkpoint-<step>`` folder of ``run_dir`` (None before the first save)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    root = run_dir / "checkpoints"
-    return get_last_checkpoint(str(root)) if root.is_dir() else None
 
 
 def resumed_metrics(run_dir: Path, checkpoint: str | None, evaluated: bool, writes: bool = True) -> MetricsFile:
@@ -240,7 +261,8 @@ class MetricsSink:
         """Rows to ``<run folder>/<name>.jsonl`` and, as a table, to the logger."""
         if not rows or not self.file.writes:
             return
-        with open(self.file.path.parent / f"{name}.jsonl", "a", encoding="utf-8") as handle:
+        path = self.file.path.parent / f"{name}.jsonl"
+        with naming_the_file(path), open(path, "a", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps({"step": step, **row}) + "\n")
         self.logger.log_table(name, rows, step)
@@ -261,6 +283,7 @@ class RunRecord:
         self.writes = writes
         self.path = run_dir / "summary.json"
         self.started = time.time()
+        self._began = False
         previous = read_summary(run_dir)
         self.data: dict[str, Any] = {
             "status": "running",
@@ -272,16 +295,27 @@ class RunRecord:
             "host": platform.node(),
         }
         self.previous = previous
-        for kept in ("initial", "wandb_run_id", "wall_time_s"):
+        for kept in ("initial", "wandb_run_id", "wall_time_s", "resumes"):
             if kept in previous:
                 self.data[kept] = previous[kept]
         self.data["resumed"] = bool(previous)
+        if previous.get("overrides") is not None:  # the run's launch keeps its record; each resume adds its own
+            self.data["overrides"] = previous["overrides"]
+            self.data["started_at"] = previous.get("started_at", self.data["started_at"])
+            resumed = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "overrides": redact_overrides(overrides)}
+            self.data["resumes"] = [*previous.get("resumes", []), resumed]
 
     def update(self, **fields: Any) -> None:
         self.data.update(fields)
         self.save()
 
+    @property
+    def began(self) -> bool:
+        """Whether this attempt has written its record (the run began in the folder)."""
+        return self._began
+
     def save(self) -> None:
+        self._began = True
         if not self.writes:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -315,3 +349,104 @@ def run_name(choices: dict[str, str], overrides: list[str]) -> str:
     shown = [o for o in redact_overrides(overrides) if distinguishes(o)]
     base = f"{choices.get('algorithm')}-{choices.get('task')}-{choices.get('model')}"
     return (base + ("|" + ",".join(shown) if shown else ""))[:128]
+
+
+# --- one owner a folder -----------------------------------------------------------------------------------------
+LOCK_FILE = ".lock"
+_HELD: dict[Path, int] = {}  # the run folders this process holds: folder -> the lock file's descriptor
+
+
+class FolderRefused(UserError):
+    """A run folder this run may not write into (another process's, a completed run's, another experiment's):
+    refused with nothing in the folder rewritten."""
+
+
+class RunFolderInUse(FolderRefused):
+    """Another process holds the run folder: refused before anything in the folder is written."""
+
+
+def claim_run_folder(run_dir: Path, launch: str | None = None) -> None:
+    """Make this process the run folder's one owner until ``release_run_folder`` or its end, however it ends.
+
+    The owner holds an exclusive ``flock`` on ``<folder>/.lock``, which the kernel (or the NFS server, once the
+    client is gone) releases when the process ends: a crash or ``kill -9`` leaves no stale lock. The file names the
+    holder (host, pid, start, and the distributed ``launch`` it belongs to), for the refusal's message and for the
+    other ranks of a multi-node launch, which check they see the folder by reading it. On a file system without
+    locks the file alone is the lock: a holder on this host that is no longer alive is taken over; one on another
+    host is refused, and the message says to delete the file once that run is gone. Idempotent in a process."""
+    import fcntl
+
+    run_dir = Path(run_dir).resolve()
+    if run_dir in _HELD:
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK_FILE
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise RunFolderInUse(*_in_use(run_dir, _holder(path))) from None
+    except OSError:  # no locks on this file system (ENOLCK, EOPNOTSUPP): the file's word is the lock
+        holder = _holder(path)
+        if holder and not _gone(holder):
+            os.close(descriptor)
+            raise RunFolderInUse(*_in_use(run_dir, holder)) from None
+    holder = {"host": platform.node(), "pid": os.getpid(), "since": datetime.now(UTC).isoformat(timespec="seconds")}
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, json.dumps(holder | {"launch": launch}).encode(), 0)
+    _HELD[run_dir] = descriptor
+
+
+def release_run_folder(run_dir: Path) -> None:
+    """Give the run folder up: its lock file is emptied while still held (removing it could race a new owner), then
+    closing the descriptor releases the flock."""
+    descriptor = _HELD.pop(Path(run_dir).resolve(), None)
+    if descriptor is not None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(descriptor, 0)
+        os.close(descriptor)
+
+
+def abandon_run_folder(run_dir: Path) -> None:
+    """Give up a run folder this process claimed but wrote nothing else into: it goes, lock file and all."""
+    release_run_folder(run_dir)
+    if [p.name for p in Path(run_dir).iterdir()] == [LOCK_FILE]:
+        (Path(run_dir) / LOCK_FILE).unlink()
+        Path(run_dir).rmdir()
+
+
+def lock_holder(run_dir: Path) -> dict[str, Any]:
+    """What ``<folder>/.lock`` says of its last owner (``{}`` when absent or unreadable)."""
+    return _holder(Path(run_dir) / LOCK_FILE)
+
+
+def _holder(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _gone(holder: dict[str, Any]) -> bool:
+    """Whether the process a lock file names has ended (only knowable on its own host)."""
+    if holder.get("host") != platform.node() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _in_use(run_dir: Path, holder: dict[str, Any]) -> tuple[str, str]:
+    who = f"process {holder.get('pid', '?')} on {holder.get('host', '?')} (since {holder.get('since', '?')})"
+    return (
+        f"the run folder {run_dir} is in use by {who}",
+        "wait for that run to end or stop it; a lock ends with its process, however it ends "
+        f"(on a file system without locks, delete {run_dir / LOCK_FILE} once that process is gone); "
+        "or run in another folder",
+    )

@@ -49,22 +49,49 @@ def app_environment(outputs: Path, cache_dir: Path) -> dict[str, str]:
     }
 
 
+def app_in(
+    folder: Path, cache_dir: Path, *overrides: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python -m socratic_exp <overrides>`` started in ``folder``, with outputs under ``folder/outputs``; returns
+    (completed process, outputs root)."""
+    outputs = folder / "outputs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "socratic_exp", *overrides],
+        cwd=folder,
+        env={**os.environ, **app_environment(outputs, cache_dir), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc, outputs
+
+
+def completed_in(folder: Path, cache_dir: Path, *overrides: str) -> Path:
+    """The run folder of a run of ``overrides`` made in ``folder``, which must complete (for module and session
+    fixtures that several tests read or copy)."""
+    proc, outputs = app_in(folder, cache_dir, *overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    return run_dir
+
+
+def file_contents(path: Path) -> bytes:
+    """A file's bytes, and for a zip (torch.save's format) its members' bytes too: what a search for a secret reads."""
+    import zipfile
+
+    data = path.read_bytes()
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            data += b"".join(archive.read(name) for name in archive.namelist())
+    return data
+
+
 @pytest.fixture
 def run_app(tmp_path, cache_dir):
     """Run ``python -m socratic_exp`` with outputs under tmp_path; returns (completed process, outputs root)."""
 
     def run(*overrides: str, timeout: int = 600, env: dict[str, str] | None = None):
-        outputs = tmp_path / "outputs"
-        full_env = {**os.environ, **app_environment(outputs, cache_dir), **(env or {})}
-        proc = subprocess.run(
-            [sys.executable, "-m", "socratic_exp", *overrides],
-            cwd=tmp_path,
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return proc, outputs
+        return app_in(tmp_path, cache_dir, *overrides, env=env, timeout=timeout)
 
     return run
 
@@ -112,6 +139,26 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
     return run
 
 
+def assert_refused(proc: subprocess.CompletedProcess, *phrases: str, code: int | None = 2) -> str:
+    """The fault tier's check of a console: a non-zero exit (``code`` where given), no traceback anywhere, and one
+    ``error:`` line holding every phrase; returns that line. With ``$SOCRATIC_EXP_FAULT_CONSOLES`` set, the console
+    is also kept there (one file per call), for ``grep -r Traceback`` over the whole tier."""
+    console = proc.stdout + proc.stderr
+    if keep := os.environ.get("SOCRATIC_EXP_FAULT_CONSOLES"):
+        folder = Path(keep)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{os.getpid()}-{len(list(folder.iterdir()))}.txt").write_text(console)
+    assert proc.returncode != 0, console[-3000:]
+    if code is not None:
+        assert proc.returncode == code, console[-3000:]
+    assert "Traceback" not in console, console[-3000:]
+    errors = [line for line in console.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, console[-3000:]
+    for phrase in phrases:
+        assert phrase in errors[0], errors[0]
+    return errors[0]
+
+
 def run_dirs(outputs: Path) -> list[Path]:
     """The run folders (``<date>/<time>``) under an outputs root, oldest first; a sweep's jobs are under multirun/."""
     return sorted(p.parent for p in outputs.glob("*/*/summary.json") if p.parent.parent.name != "multirun")
@@ -127,19 +174,7 @@ def completed_run(tmp_path_factory, cache_dir) -> Path:
     """The run folder of a completed run (``COMPLETED_RUN``), made once per session (with pytest-xdist, once per
     worker) by ``python -m socratic_exp``, for the tests that read one. Read it, never change it: a test that resumes
     or edits a run works on its own ``copy_run``."""
-    root = tmp_path_factory.mktemp("completed_run")
-    outputs = root / "outputs"
-    proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp", *COMPLETED_RUN],
-        cwd=root,
-        env={**os.environ, **app_environment(outputs, cache_dir)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = run_dirs(outputs)
-    return run_dir
+    return completed_in(tmp_path_factory.mktemp("completed_run"), cache_dir, *COMPLETED_RUN)
 
 
 def interrupt_after_step_2(run_dir: Path) -> None:

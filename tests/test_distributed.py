@@ -16,8 +16,8 @@ import time
 
 import psutil
 import pytest
-from conftest import run_dirs
-from launch_helpers import free_port, torchrun
+from conftest import interrupt_after_step_2, run_dirs
+from launch_helpers import free_port, torchrun, torchrun_two_nodes
 
 from socratic_exp.run_folder import read_jsonl, read_metrics, read_summary
 
@@ -147,3 +147,45 @@ def test_resume_auto_continues_a_two_process_run_after_one_process_is_killed(tmp
     summary = read_summary(run_dir)
     assert (summary["status"], summary["steps"], summary["resumed"]) == ("completed", 8, True)
     assert [r["step"] for r in read_metrics(run_dir) if "loss" in r] == list(range(1, 9))
+
+
+# two machines simulated on one: a torchrun launcher per node, no $SOCRATIC_EXP_RUN_DIR (4 steps, saves at 2 and 4)
+TWO_NODES = ["debug=fast", "logger=none", "eval.every_steps=0", "eval.max_samples=16"]
+
+
+def test_two_nodes_write_one_run_folder_and_resume_in_it(tmp_path):
+    """Both nodes' ranks write to the main process's folder (each rank's part of every checkpoint beside the
+    other's), and ``resume=auto`` on both nodes continues the run there (before, the second node made a folder of its
+    own, with its part of every checkpoint)."""
+    for node in torchrun_two_nodes(*TWO_NODES, cwd=tmp_path):
+        assert node.returncode == 0, node.stderr[-3000:]
+    (run_dir,) = run_dirs(tmp_path / "outputs")
+    assert sorted(p.name for p in (run_dir / "checkpoints" / "checkpoint-2").glob("rng_state*")) == [
+        "rng_state_0.pth", "rng_state_1.pth"
+    ]  # fmt: skip
+    assert read_summary(run_dir)["launch"] == {"processes": 2, "distributed_type": "MULTI_CPU"}
+
+    interrupt_after_step_2(run_dir)
+    for node in torchrun_two_nodes(*TWO_NODES, "resume=auto", cwd=tmp_path):
+        assert node.returncode == 0, node.stderr[-3000:]
+    assert run_dirs(tmp_path / "outputs") == [run_dir]
+    summary = read_summary(run_dir)
+    assert (summary["status"], summary["steps"], summary["resumed"]) == ("completed", 4, True)
+    assert [r["step"] for r in read_metrics(run_dir) if "loss" in r] == [1, 2, 3, 4]
+    assert (run_dir / "checkpoints" / "checkpoint-4" / "rng_state_1.pth").is_file()
+
+
+def test_a_node_that_cannot_see_the_run_folder_stops_the_launch_in_one_line(tmp_path):
+    """The second node starts in another folder (a machine without the shared file system): every node stops with
+    one line naming the rank that does not see the folder, and the folder the main process made is gone."""
+    elsewhere = tmp_path / "another-machine"
+    elsewhere.mkdir()
+    nodes = torchrun_two_nodes(*TWO_NODES, cwd=tmp_path, node1_cwd=elsewhere)
+    for node in nodes:
+        assert node.returncode != 0
+        ours = [line for line in (node.stdout + node.stderr).splitlines() if line.startswith("error:")]
+        assert len(ours) == 1, node.stderr[-3000:]
+        assert "rank 1 on" in ours[0] and "does not see the run folder outputs/" in ours[0]
+        assert "shared file system" in ours[0]
+    assert not [p for p in (tmp_path / "outputs").glob("*/*") if p.is_dir()]
+    assert not (elsewhere / "outputs").exists()

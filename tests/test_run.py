@@ -80,15 +80,6 @@ def test_resume_continues_at_the_checkpoint_without_duplicating_metrics(complete
     assert "resuming from" in proc.stderr + proc.stdout
 
 
-def test_resume_of_a_completed_run_does_nothing(completed_run, run_app, tmp_path):
-    run_dir = copy_run(completed_run, tmp_path / "outputs")
-    before = (run_dir / "metrics.jsonl").read_text()
-    proc, _ = run_app(*QUICK, f"resume={run_dir}")
-    assert proc.returncode == 0
-    assert "already completed" in proc.stdout
-    assert (run_dir / "metrics.jsonl").read_text() == before
-
-
 def test_multirun_keeps_going_past_a_failed_job(run_app, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"expression": "1+2"}\n{"expression": "2+*"}\n')

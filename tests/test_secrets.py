@@ -14,14 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import app_environment, interrupt_after_step_2, run_dirs
+from conftest import app_environment, file_contents, interrupt_after_step_2, run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.run_folder import read_summary
 from socratic_exp.secrets import (
     REDACTED,
     is_secret_key,
@@ -102,7 +101,7 @@ def test_checkpoint_arguments_are_rewritten_without_the_token(tmp_path):
     saved = torch.load(tmp_path / "training_args.bin", weights_only=False)
     assert saved.hub_token is None and saved.hub_model_id == "me/model" and saved.output_dir == "out"
     assert args.hub_token == "hf_abcdef"  # the trainer keeps its own (push_to_hub still works)
-    assert b"hf_abcdef" not in _contents(tmp_path / "training_args.bin")
+    assert b"hf_abcdef" not in file_contents(tmp_path / "training_args.bin")
 
 
 @dataclasses.dataclass
@@ -113,21 +112,12 @@ class _Args:
 
 
 # --- end to end ---------------------------------------------------------------------------------------------------
-def _contents(path: Path) -> bytes:
-    """A file's bytes, and for a zip (torch.save's format) its members' bytes too."""
-    data = path.read_bytes()
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            data += b"".join(archive.read(name) for name in archive.namelist())
-    return data
-
-
 def _leaks(paths: list[Path], texts: list[str]) -> list[str]:
     found = []
     for root in paths:
         for path in [root] if root.is_file() else root.rglob("*"):
             if path.is_file():
-                data = _contents(path)
+                data = file_contents(path)
                 found += [f"{canary} in {path}" for canary in CANARIES if canary.encode() in data]
     found += [f"{canary} in the console" for canary in CANARIES for text in texts if canary in text]
     return found
@@ -208,22 +198,6 @@ def test_no_canary_reaches_any_file_or_the_console(canary_run):
     assert summary["config"]["eval"]["max_new_tokens"] == 64  # a count of tokens is not a secret
     assert summary["run_name"].startswith("socraticpo-arithmetic-tiny|debug=quick_warmstart,")
     assert f"+teacher.extra_body={{api_key: {REDACTED}, top_k: 20}}" in summary["overrides"]
-
-
-@pytest.mark.slow
-def test_a_canary_alone_on_the_command_line_reaches_no_file(tmp_path):
-    """The canary as the only override: the default experiment (on the shipped student), W&B offline."""
-    env = app_environment(tmp_path / "outputs", tmp_path / "cache")
-    command = [sys.executable, "-m", "socratic_exp", f"+algorithm.trl_args.hub_token={HUB_CANARY}"]
-    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = run_dirs(tmp_path / "outputs")
-    assert read_summary(run_dir)["run_name"] == "socraticpo-arithmetic-tiny"
-    assert (run_dir / "checkpoints" / "final" / "training_args.bin").is_file()
-    assert list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert read_metrics(run_dir)  # the run trained and logged
-    assert _leaks([run_dir], [proc.stdout + proc.stderr]) == []
-    assert not list((tmp_path / "cache").glob("tiny-*"))  # the shipped student: no warm-start was built
 
 
 @pytest.mark.slow

@@ -41,24 +41,35 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
             self.process_launch: Any = None
 
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-            """Check the settings in the submitting process (one line and exit 2, nothing submitted), then submit."""
-            from socratic_exp.launcher import LauncherSettingError, check_submitit_job
-            from socratic_exp.secrets import scrub_hydra_files, secret_values
+            """Check the settings in the submitting process (one line and exit 2, nothing submitted), then submit
+            the jobs without the command line's secrets in what submitit pickles (they reach the jobs through their
+            environment: ``socratic_exp.launcher.submitted_without_secrets``)."""
+            from socratic_exp.launcher import (
+                LauncherSettingError,
+                check_submitit_job,
+                submitted_without_secrets,
+                sweep_secrets,
+            )
+            from socratic_exp.secrets import scrub_hydra_files
 
+            # multirun.yaml holds the command line: scrubbed now, not at the sweep's end (SLURM jobs can take days)
+            scrub_hydra_files(Path(str(self.config.hydra.sweep.dir)), sweep_secrets(self.config, job_overrides))
             try:
                 self.process_launch = check_submitit_job(self.processes_per_job, self.accelerate_config, self.params)
+                with submitted_without_secrets(self, job_overrides) as overrides:
+                    return super().launch(overrides, initial_job_idx)
             except LauncherSettingError as err:
-                # the sweep's end, which scrubs multirun.yaml (it holds the command line), is not reached
-                secrets = secret_values([o for job in job_overrides for o in job])
-                scrub_hydra_files(Path(str(self.config.hydra.sweep.dir)), secrets)
                 print(f"error: {err}", file=sys.stderr)
                 sys.exit(2)
-            return super().launch(job_overrides, initial_job_idx)
 
         def __call__(
             self, sweep_overrides: list[str], job_dir_key: str, job_num: int, job_id: str, singleton_state: Any
         ) -> JobReturn:
-            """In the SLURM task: the job itself (one process), or its launch of ``processes_per_job`` processes."""
+            """In the SLURM task: the job itself (one process), or its launch of ``processes_per_job`` processes.
+            Its secrets came in its environment: they reach neither the task's log nor its console."""
+            from socratic_exp.secrets import protect_console
+
+            protect_console([])
             if self.process_launch is None or not self.process_launch.distributed:
                 return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
             from socratic_exp.launcher import run_submitted_job
@@ -71,21 +82,40 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
     class SubmititLocalLauncher(MultiProcessJobs, submitit_base.LocalLauncher):
         """``hydra/launcher=socratic_exp_submitit_local``: the same jobs on submitit's local executor."""
 
+    _BASE, _SLURM = submitit_config.BaseQueueConf, submitit_config.SlurmQueueConf
+
     @dataclass
-    class SlurmConf(submitit_config.SlurmQueueConf):
+    class CountedSettings:
+        """The plugin's numeric keys, typed ``Any``: OmegaConf's own check of an ``int`` key (``Value 'x' could not
+        be converted to Integer``) says neither the allowed range nor the fix; ``check_submitit_job`` checks them all
+        before anything is submitted, in one line naming the key, its value, the range and the fix."""
+
+        timeout_min: Any = _BASE.timeout_min
+        cpus_per_task: Any = _BASE.cpus_per_task
+        gpus_per_node: Any = _BASE.gpus_per_node
+        tasks_per_node: Any = _BASE.tasks_per_node
+        mem_gb: Any = _BASE.mem_gb
+        nodes: Any = _BASE.nodes
+        processes_per_job: Any = 1  # > 1: each job a torchrun / accelerate launch of that many processes
+
+    @dataclass
+    class SlurmConf(CountedSettings, submitit_config.SlurmQueueConf):
         """The plugin's SLURM keys (partition, account, ...) and ours; ``conf/hydra/launcher/slurm.yaml`` sets
         the values."""
 
         _target_: str = "hydra_plugins.socratic_exp_launcher.submitit_launcher.SlurmLauncher"
-        processes_per_job: int = 1  # > 1: each job a torchrun / accelerate launch of that many processes
+        cpus_per_gpu: Any = _SLURM.cpus_per_gpu
+        gpus_per_task: Any = _SLURM.gpus_per_task
+        signal_delay_s: Any = _SLURM.signal_delay_s
+        max_num_timeout: Any = _SLURM.max_num_timeout
+        array_parallelism: Any = _SLURM.array_parallelism
         accelerate_config: Optional[str] = None  # noqa: UP045  # OmegaConf's dataclass types: no X | None
 
     @dataclass
-    class SubmititLocalConf(submitit_config.LocalQueueConf):
+    class SubmititLocalConf(CountedSettings, submitit_config.LocalQueueConf):
         """submitit's local executor, with our keys."""
 
         _target_: str = "hydra_plugins.socratic_exp_launcher.submitit_launcher.SubmititLocalLauncher"
-        processes_per_job: int = 1
         accelerate_config: Optional[str] = None  # noqa: UP045
 
     ConfigStore.instance().store(group="hydra/launcher", name="socratic_exp_slurm", node=SlurmConf())

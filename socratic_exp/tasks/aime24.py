@@ -11,7 +11,7 @@ import dataclasses
 from typing import ClassVar
 
 from socratic_exp.tasks.benchmark import EvalSetTask, Row
-from socratic_exp.tasks.hub_data import Record, text
+from socratic_exp.tasks.hub_data import Record, optional_text, text
 
 
 def contest_third(problem_id: object, first_id: int) -> int:
@@ -38,6 +38,6 @@ class Aime24Task(EvalSetTask):
         return {
             "prompt": text(record, where, self.name, "problem", "question"),
             "answer": integer_text(text(record, where, self.name, "answer")),
-            "reference": record.get("solution"),
+            "reference": optional_text(record, where, self.name, "solution"),
             "difficulty": contest_third(record.get("id"), self.first_id),
         }

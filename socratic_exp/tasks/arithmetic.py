@@ -11,9 +11,9 @@ hints in its context.
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from socratic_exp.component import setting
@@ -21,6 +21,7 @@ from socratic_exp.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, Task, Verdict, WarmstartExample, environment_feedback
 from socratic_exp.tasks.diagnosis import diagnose
+from socratic_exp.tasks.hub_data import optional_text, read_file, read_json, text
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -178,7 +179,8 @@ class ArithmeticTask(Task):
     def build(self) -> DatasetDict:
         from datasets import Dataset, DatasetDict
 
-        rows = self._generated_rows() | self._rows_from_files()  # files replace the splits they name
+        from_files = self._rows_from_files()  # read first: a malformed file is refused before anything is generated
+        rows = self._generated_rows() | from_files  # files replace the splits they name
         return DatasetDict({split: Dataset.from_list(split_rows) for split, split_rows in rows.items() if split_rows})
 
     def _generated_rows(self) -> dict[str, list[dict]]:
@@ -284,26 +286,27 @@ class ArithmeticTask(Task):
     def _rows_from_files(self) -> dict[str, list[dict]]:
         rows: dict[str, list[dict]] = {split: [] for split in self.data_files or {}}
         for split, path in (self.data_files or {}).items():
-            with open(path, encoding="utf-8") as handle:
-                for line_no, line in enumerate(handle, 1):
-                    if line.strip():
-                        rows[split].append(self.row(self._parse_row(line, path, line_no), len(rows[split])))
+            # JSON Lines (any suffix) or a JSON array, or parquet: each bad row named by its file and line
+            located = read_file(path) if Path(path).suffix.lower() == ".parquet" else read_json(path, "arithmetic")
+            for where, record in located:
+                rows[split].append(self.row(self._parse_row(record, where), len(rows[split])))
         return rows
 
     @staticmethod
-    def _parse_row(line: str, path: str, line_no: int) -> ex.Expr:
-        where = f"{path}:{line_no}"
+    def _parse_row(record: dict, where: str) -> ex.Expr:
+        """The row's expression; its ``answer``, where given (not null), must be the expression's value."""
+        expression = text(record, where, "arithmetic", "expression")
         try:
-            record = json.loads(line)
-            expr = ex.parse(str(record["expression"]))
-        except (json.JSONDecodeError, KeyError, TypeError, ex.ParseError) as err:
+            expr = ex.parse(expression)
+        except ex.ParseError as err:
             raise UserError(
-                f"{where}: malformed arithmetic row ({type(err).__name__}: {err})",
-                'each line must be a JSON object like {"expression": "3+4*2"}',
+                f"{where}: malformed arithmetic row: 'expression' {expression!r} does not parse ({err})",
+                'each line must be a JSON object like {"expression": "3+4*2"} (digits, + - *, parentheses)',
             ) from None
-        if "answer" in record and str(record["answer"]).strip() != str(ex.evaluate(expr)):
+        answer = optional_text(record, where, "arithmetic", "answer")
+        if answer is not None and answer.strip() != str(ex.evaluate(expr)):
             raise UserError(
-                f"{where}: answer {record['answer']!r} does not equal {ex.render(expr)} = {ex.evaluate(expr)}",
+                f"{where}: answer {answer!r} does not equal {ex.render(expr)} = {ex.evaluate(expr)}",
                 "fix or drop the row's answer field",
             )
         return expr

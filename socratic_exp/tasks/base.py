@@ -120,12 +120,13 @@ class Task(Component):
             self.check(
                 "data_files", split in SPLITS, f"unknown split {split!r}", f"use split names among {', '.join(SPLITS)}"
             )
+            problem = file_problem(str(path))
             self.check(
                 "data_files",
-                Path(path).is_file(),
-                f"{path!r} for split {split!r} is a folder, not a data file"
-                if Path(path).is_dir()
-                else f"file {path!r} for split {split!r} does not exist",
+                problem is None,
+                f"file {path!r} for split {split!r} {problem}"
+                if problem == MISSING
+                else f"{path!r} for split {split!r} {problem}",
                 "point it at an existing JSON Lines, JSON or parquet file",
             )
 
@@ -196,6 +197,20 @@ class Task(Component):
         from trl.rewards import get_soft_overlong_punishment
 
         return [get_soft_overlong_punishment(max_completion_length, self.overlong_buffer)]
+
+
+MISSING = "does not exist"
+
+
+def file_problem(path: str) -> str | None:
+    """What keeps ``path`` from being read as a data file (``is a folder, ...``, ``does not exist``, or the system's
+    reason, e.g. a name too long), or None for a file."""
+    try:
+        if Path(path).is_file():
+            return None
+        return "is a folder, not a data file" if Path(path).is_dir() else MISSING
+    except OSError as err:  # pathlib answers False for a missing file, but raises for a name too long
+        return f"cannot be read ({err.strerror or err})"
 
 
 def question_text(prompt: Any) -> str:

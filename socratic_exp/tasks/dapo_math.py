@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from socratic_exp.errors import UserError
 from socratic_exp.tasks.benchmark import MathTrainingTask, Row
-from socratic_exp.tasks.hub_data import Record, field, text
+from socratic_exp.tasks.hub_data import Record, as_text, present, text
 
 _DAPO_HEAD = re.compile(r"^\s*Solve the following math problem step by step\..*?\n\s*\n", re.DOTALL)
 _DAPO_TAIL = re.compile(r"\n\s*\n\s*Remember to put your answer on its own line after \"Answer:\"\.?\s*$")
@@ -36,19 +36,22 @@ class DapoMathTask(MathTrainingTask):
     parquet_columns: ClassVar[tuple[str, ...]] = ("prompt", "reward_model", "solution", "problem", "answer")
 
     def to_row(self, record: Record, where: str) -> Row:
-        prompt = field(record, where, self.name, "prompt", "problem")
+        name, prompt = present(record, where, self.name, "prompt", "problem")
         if isinstance(prompt, list):  # verl chat messages
-            prompt = next((m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"), None)
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise UserError(
-                f"{where}: malformed dapo_math row: no problem text", "each row needs 'prompt' (text or messages)"
-            )
+            turns = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+            if not turns:
+                raise UserError(
+                    f"{where}: malformed dapo_math row: {name!r} is a list without a user message",
+                    f"write {name!r} as text or as chat messages [{{role: user, content: ...}}]",
+                )
+            prompt = as_text(turns[0], where, self.name, f"{name}[user].content")
+        problem = as_text(prompt, where, self.name, name)
         reward_model = record.get("reward_model")
         if isinstance(reward_model, dict) and reward_model.get("ground_truth") is not None:
-            answer = str(reward_model["ground_truth"])
+            answer = as_text(reward_model["ground_truth"], where, self.name, "reward_model.ground_truth")
         else:
             answer = text(record, where, self.name, "solution", "answer")
-        return {"prompt": bare_problem(prompt), "answer": answer.strip(), "difficulty": 0}
+        return {"prompt": bare_problem(problem), "answer": answer.strip(), "difficulty": 0}
 
     def dedupe_key(self, row: Row) -> str | None:
         return row["prompt"]

@@ -8,10 +8,11 @@ level (1-5) and ``reference`` the solution. It has no training split: train on a
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 from socratic_exp.tasks.benchmark import EvalSetTask, Row
-from socratic_exp.tasks.hub_data import Record, text
+from socratic_exp.tasks.hub_data import Record, optional_text, text
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -22,10 +23,11 @@ class Math500Task(EvalSetTask):
 
     def to_row(self, record: Record, where: str) -> Row:
         level = record.get("level")
+        finite = isinstance(level, int | float) and not isinstance(level, bool) and math.isfinite(level)
         return {
             "prompt": text(record, where, self.name, "problem", "question"),
             "answer": text(record, where, self.name, "answer", "expected_answer"),
-            "reference": record.get("solution"),
-            "difficulty": int(level) if isinstance(level, int | float) or str(level).isdigit() else 0,
+            "reference": optional_text(record, where, self.name, "solution"),
+            "difficulty": int(level) if finite else int(str(level)) if str(level).isdigit() else 0,
             "subject": str(record.get("subject") or ""),
         }

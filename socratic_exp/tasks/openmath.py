@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from socratic_exp.component import setting
 from socratic_exp.tasks.benchmark import MathTrainingTask, Row
-from socratic_exp.tasks.hub_data import Located, Record, read_file, read_hub, text
+from socratic_exp.tasks.hub_data import Located, Record, optional_text, read_file, read_hub, text
 
 
 def pass_rate(value: object) -> float | None:
@@ -66,7 +66,7 @@ class OpenMathTask(MathTrainingTask):
         problem_type = record.get("problem_type")
         if self.problem_types and problem_type is not None and problem_type not in self.problem_types:
             return None
-        answer = str(record.get("expected_answer") or "").strip()
+        answer = (optional_text(record, where, self.name, "expected_answer") or "").strip()
         if not answer:
             return None  # nothing to verify against
         rate = pass_rate(record.get("pass_rate_72b_tir"))

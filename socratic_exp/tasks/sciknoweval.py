@@ -36,7 +36,7 @@ from socratic_exp.errors import UserError
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import Verdict
 from socratic_exp.tasks.benchmark import BenchmarkTask, Row
-from socratic_exp.tasks.hub_data import Located, Record, field, read_file, text
+from socratic_exp.tasks.hub_data import Located, Record, field, json_type, read_file, text
 
 log = logging.getLogger(__name__)
 DOMAINS = ("biology", "chemistry", "material", "physics")
@@ -49,6 +49,13 @@ CHOICE_INSTRUCTION = (
     "then give only the letter of the correct option inside <answer>...</answer>, for example <answer>A</answer>."
 )
 YES_NO_NOTE = " For a yes/no question, the answer is Yes or No, for example <answer>Yes</answer>."
+
+
+def is_folder(path: str) -> bool:
+    try:
+        return Path(path).is_dir()
+    except OSError:  # a name too long: no folder of that name
+        return False
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -77,7 +84,7 @@ class SciKnowEvalTask(BenchmarkTask):
         if self.data_dir is not None:
             self.check(
                 "data_dir",
-                Path(self.data_dir).is_dir(),
+                is_folder(self.data_dir),
                 "is not a folder",
                 "point it at SciKnowEval's raw_data/ folder (holding <Domain>/L3/*.jsonl)",
             )
@@ -173,15 +180,24 @@ class SciKnowEvalTask(BenchmarkTask):
 
     def _choice_prompt(self, record: Record, where: str, question: str) -> tuple[str, str]:
         choices = field(record, where, self.name, "choices")
-        labels = choices.get("label") if isinstance(choices, dict) else None
-        options = choices.get("text") if isinstance(choices, dict) else None
-        key = str(record.get("answerKey") or "").strip()
-        if labels and options and key in labels and len(labels) != len(options):
+        shape = "each multiple-choice row needs choices {text: [...], label: [...]} and an answerKey among the labels"
+        if not isinstance(choices, dict):
+            got = json_type(choices)
+            raise UserError(f"{where}: malformed sciknoweval row: 'choices' is {got}, not an object", shape)
+        for part in ("label", "text"):
+            value = choices.get(part)
+            if isinstance(value, list | tuple) and value:
+                continue
+            got = "missing" if part not in choices else "empty" if isinstance(value, list | tuple) else json_type(value)
+            problem = f"choices.{part} is {got}, not a list of options"
+            raise UserError(f"{where}: malformed sciknoweval row: {problem}", shape)
+        labels, options = list(choices["label"]), list(choices["text"])
+        key = text(record, where, self.name, "answerKey").strip()
+        if key in labels and len(labels) != len(options):
             return "", ""  # an upstream defect (5 texts for 4 labels): kept for the split's positions, dropped after
-        if not labels or not options or key not in labels:
+        if key not in labels:
             raise UserError(
-                f"{where}: malformed sciknoweval row: choices.label / choices.text / answerKey do not fit together",
-                "each multiple-choice row needs choices {text: [...], label: [...]} and an answerKey among the labels",
+                f"{where}: malformed sciknoweval row: answerKey {key!r} is not among choices.label {labels}", shape
             )
         order = list(range(len(options)))  # order[new position] = old position
         if self.shuffle_options:
