@@ -283,7 +283,7 @@ class RunRecord:
         self.writes = writes
         self.path = run_dir / "summary.json"
         self.started = time.time()
-        self._began = False
+        self.began = False  # whether this attempt has written its record (the run began in the folder)
         previous = read_summary(run_dir)
         self.data: dict[str, Any] = {
             "status": "running",
@@ -309,13 +309,8 @@ class RunRecord:
         self.data.update(fields)
         self.save()
 
-    @property
-    def began(self) -> bool:
-        """Whether this attempt has written its record (the run began in the folder)."""
-        return self._began
-
     def save(self) -> None:
-        self._began = True
+        self.began = True
         if not self.writes:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
