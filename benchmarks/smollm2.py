@@ -1,6 +1,7 @@
 """``model=smollm2_135m`` on CPU: greedy accuracy before training, and the algorithms' step time and peak memory.
 
     python benchmarks/smollm2.py accuracy [--questions 200] [--max-new-tokens 384] [--out FILE.jsonl]
+    python benchmarks/smollm2.py start [--questions 100] [--out benchmarks/results/smollm2_preset/start.json]
     python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [overrides...]
     python benchmarks/smollm2.py memory [--lora-r R] [overrides...]
 
@@ -8,6 +9,10 @@
 test set (the same sample as a run's ``task.eval_size=200``) and of MultiArith, answered greedily as the run's
 evaluation does (chat template, the task's instruction as the system turn), with the share of answers the verifier
 could not read, broken down by reason; ``--out`` keeps every completion for reading.
+
+``start`` measures the pre-registered candidates of ``experiment=smollm2_cpu``'s task and instruction
+(``benchmarks/results/smollm2_preset/PREREGISTRATION.md``): greedy accuracy and readable-answer share on each
+candidate's first ``--questions`` held-out questions, the ones a run's evaluation answers (``eval.max_samples``).
 
 ``step-time`` builds a GSM8K trainer for grpo, socraticpo, sdpo and vpd from one SmolLM2 student (each its own copy
 of the weights) and runs whole steps on the same prompts, rotating which goes first (paired, in one process): the
@@ -118,6 +123,80 @@ def accuracy(args: argparse.Namespace) -> None:
         print(f"completions written to {args.out}")
 
 
+# --- the preset's start ------------------------------------------------------------------------------------------
+ARITHMETIC_PROMPT = (
+    "Work it out one operation per line, e.g. 3+4=7, then write the final answer on a last line as A: <integer>."
+)
+WORD_PROMPT = "Solve the problem step by step. Then write the final answer on a last line as: The answer is <integer>."
+# name: (task overrides, instruction, new tokens), in the pre-registered order of preference
+CANDIDATES = {
+    "arithmetic-1-2": (["task=arithmetic", "task.max_ops=2"], ARITHMETIC_PROMPT, 128),
+    "arithmetic-1-3": (["task=arithmetic"], ARITHMETIC_PROMPT, 128),
+    "multiarith": (["multiarith"], WORD_PROMPT, 256),
+    "gsm8k": (["gsm8k"], WORD_PROMPT, 256),
+}
+
+
+def start(args: argparse.Namespace) -> None:
+    from socratic_exp.assembly import build_components
+    from socratic_exp.hydra_support import compose
+    from socratic_exp.models.generation import generate
+
+    student = None
+    results = {}
+    for name, (task_overrides, instruction, new_tokens) in CANDIDATES.items():
+        if task_overrides[0].startswith("task="):
+            overrides = task_overrides
+        else:  # a shared benchmark file
+            overrides = data_overrides(args.data, task_overrides[0])
+        cfg = compose("model=smollm2_135m", *overrides, f"task.system_prompt={json.dumps(instruction)}")
+        components = build_components(cfg)
+        task = components.task
+        rows = task.build()["eval"].to_list()[: args.questions]
+        if student is None:
+            student = components.model.load(task)
+        started = time.perf_counter()
+        texts = generate(
+            student,
+            [row["prompt"] for row in rows],
+            max_new_tokens=new_tokens,
+            batch_size=args.batch_size,
+            instruction=task.instruction(),
+            progress=name,
+        )
+        verdicts = [task.verify(text, row["answer"]) for text, row in zip(texts, rows, strict=True)]
+        lengths = [len(student.tokenizer(text, add_special_tokens=False).input_ids) for text in texts]
+        results[name] = {
+            "overrides": overrides,
+            "instruction": instruction,
+            "max_new_tokens": new_tokens,
+            "questions": len(rows),
+            "greedy_accuracy": sum(v.score for v in verdicts) / len(rows),
+            "readable_share": sum(v.extracted is not None for v in verdicts) / len(rows),
+            "reasons": dict(sorted(collections.Counter(v.reason for v in verdicts).items())),
+            "median_tokens": statistics.median(lengths),
+            "at_cap": sum(n >= new_tokens for n in lengths),
+            "seconds": time.perf_counter() - started,
+            "examples": [{"question": r["prompt"], "completion": t} for r, t in zip(rows[:3], texts, strict=False)],
+        }
+        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in results[name].items() if k != "examples"), flush=True)
+    chosen = choose_start(results)
+    print(f"the pre-registered rule chooses: {chosen}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"chosen": chosen, "candidates": results}, indent=1) + "\n")
+        print(f"written to {args.out}")
+
+
+def choose_start(results: dict[str, dict[str, Any]]) -> str:
+    """The pre-registered rule: the first candidate with greedy accuracy in [10%, 60%], else the first with a
+    readable-answer share there, else the most accurate (and the start criterion failed)."""
+    for key in ("greedy_accuracy", "readable_share"):
+        for name, result in results.items():
+            if 0.10 <= result[key] <= 0.60:
+                return name
+    return max(results, key=lambda name: results[name]["greedy_accuracy"]) + " (the start criterion failed)"
+
+
 # --- step time ---------------------------------------------------------------------------------------------------
 def arms(lora_r: int | None) -> dict[str, list[str]]:
     """Algorithm arms: full fine-tuning, and with ``lora_r`` the same algorithms with LoRA adapters."""
@@ -214,7 +293,7 @@ def memory_one(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["accuracy", "step-time", "memory", "memory-one"])
+    parser.add_argument("command", choices=["accuracy", "start", "step-time", "memory", "memory-one"])
     default_data = os.environ.get("SOCRATIC_EXP_DATA") or ROOT.parent / "shared" / "data"
     parser.add_argument("--data", type=Path, default=default_data, help="../shared/data, or $SOCRATIC_EXP_DATA")
     parser.add_argument("--questions", type=int, default=200)
@@ -224,7 +303,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--lora-r", type=int, default=None, help="also run every algorithm with model.lora.r=R")
     args, args.overrides = parser.parse_known_args()
-    {"accuracy": accuracy, "step-time": step_time, "memory": memory, "memory-one": memory_one}[args.command](args)
+    commands = {"accuracy": accuracy, "start": start, "step-time": step_time}
+    commands |= {"memory": memory, "memory-one": memory_one}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
