@@ -4,17 +4,18 @@ TRL's per-step dictionaries (40-100 metrics each) go to ``metrics.jsonl``, W&B a
 terminal (``verbose=true`` brings TRL's own printing back). The progress line shows step / total, elapsed and
 remaining time, the training reward (moving mean), the method's own key signal (its ``telemetry.SIGNALS``, shown
 once the run logs its metrics) and the latest held-out score. On a terminal it is a live ``tqdm``
-line; elsewhere (a file, a SLURM log, a captured pipe) a plain line every tenth of the run. In a sweep the jobs'
-progress goes to their log files only: the launcher prints one line per job start and end.
+line; elsewhere (a file, a SLURM log, a captured pipe) a plain line every tenth of the run, and at least every
+minute (``PLAIN_SECONDS``: a slow run's steps each get one). In a sweep the jobs' progress goes to their log files
+only: the launcher prints one line per job start and end.
 
 Dependency noise (deprecation warnings raised inside torch, transformers, TRL, ...) is filtered once, here
 (``filter_dependency_noise``); other warnings stay and reach the log file as well. The libraries' own info lines (the
 HTTP client's line per teacher request, ...) go to the log file only (``quiet_console``), and the line a failed run
 ends with reaches the log file as well as stderr (``say_last``).
 
-The display is cheap by construction: ``advance`` (once per optimizer step) compares integers and, on a
-terminal, calls ``tqdm.update`` (which redraws at most every 0.5 s); ``observe`` (once per logging step) keeps the
-latest value of each metric it shows. ``benchmarks/console.py`` measures it.
+The display is cheap by construction: ``advance`` (once per optimizer step) reads the clock once, compares numbers
+and, on a terminal, calls ``tqdm.update`` (which redraws at most every 0.5 s); ``observe`` (once per logging step)
+keeps the latest value of each metric it shows. ``benchmarks/console.py`` measures it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ EVAL_LOG = "socratic_exp.evaluation"  # one line per held-out evaluation: the lo
 END_LOG = "socratic_exp.end"  # the line a failed or interrupted run ends with: the log file (stderr has it as printed)
 OURS = "socratic_exp"  # the loggers whose info lines the console shows; the libraries' go to the log file only
 REWARD_WINDOW = 10  # logging steps in the reward's moving mean
-PLAIN_LINES = 10  # progress lines of a run when the output is not a terminal
+PLAIN_LINES = 10  # progress lines of a run when the output is not a terminal: one every tenth of it ...
+PLAIN_SECONDS = 60.0  # ... and at least one a minute: at the first step (or update) this long after the last line
 QUIET_SECONDS = 10.0  # long work outside the steps (evaluations, phases) shows its progress from this long on
 
 # Warnings that are news to the dependency's maintainers, not to a user of this framework: deprecations raised
@@ -259,18 +261,20 @@ def show_live_bars(live: bool) -> None:
 class WorkProgress:
     """Progress of long work outside the training steps (an evaluation's generation, a premise measurement, a TRL
     phase), in the console's style: a live bar where the run's console is a terminal, elsewhere a plain line
-    (``PROGRESS_LOG``: the log file, and the console where it is not live) at every tenth of the work and at its end.
-    Work done within ``QUIET_SECONDS`` shows nothing (the tiny model's evaluations take a second or two); longer work
-    gets its first line once that much time has passed.
+    (``PROGRESS_LOG``: the log file, and the console where it is not live) at every tenth of the work and at its end,
+    and at least every minute (at the first update ``PLAIN_SECONDS`` after its last line). Work done within
+    ``QUIET_SECONDS`` shows nothing (the tiny model's evaluations take a second or two); longer work gets its first
+    line once that much time has passed.
 
     ``update(done, detail)`` takes the work done so far in ``unit`` (fractions allowed: a question half generated)
-    and a detail for the line (``batch 2/4, token 120/384``); it only compares numbers unless a line is due. The time
-    left is read from the pace since the first update: what came before it (a generation's prefill of long prompts)
-    says nothing of the pace, so the first update's line has no estimate."""
+    and a detail for the line (``batch 2/4, token 120/384``); it reads the clock once and compares numbers unless a
+    line is due. The time left is read from the pace since the first update: what came before it (a generation's
+    prefill of long prompts) says nothing of the pace, so the first update's line has no estimate."""
 
     def __init__(self, name: str, total: float, unit: str, *, clock: Callable[[], float] = time.monotonic):
         self.name, self.total, self.unit, self.clock = name, max(total, 1e-9), unit, clock
         self.started = clock()
+        self.last_line = self.started  # when the last plain line was written (none yet: the start)
         self.done = 0.0
         self.first: tuple[float, float] | None = None  # (time, done) of the first update: where the pace is read from
         self.next_line = 0.0  # the first line is due as soon as the work has lasted QUIET_SECONDS
@@ -284,14 +288,19 @@ class WorkProgress:
 
     def update(self, done: float, detail: str = "") -> None:
         moved, self.done = done - self.done, min(done, self.total)
+        now = self.clock()
         if self.first is None:
-            self.first = (self.clock(), self.done)
+            self.first = (now, self.done)
         if self._bar is not None:
             self._bar.update(round(self.done) - self._bar.n)
             if detail and moved:
                 self._bar.set_postfix_str(detail, refresh=False)
-        if self.done >= self.next_line and (self.shown or self.clock() - self.started >= QUIET_SECONDS):
-            self.shown = True
+        if self.shown:
+            due = self.done >= self.next_line or now - self.last_line >= PLAIN_SECONDS
+        else:
+            due = now - self.started >= QUIET_SECONDS
+        if due:
+            self.shown, self.last_line = True, now
             self.next_line = (math.floor(self.done / self.total * PLAIN_LINES) + 1) * self.total / PLAIN_LINES
             logging.getLogger(PROGRESS_LOG).info(self.line(detail))
 
@@ -322,7 +331,10 @@ def _format_duration(seconds: float) -> str:
 
 class ProgressDisplay:
     """The run's progress line. ``observe`` takes every metrics dict the run records (TRL's logs, the sampler's,
-    the evaluations); ``start`` / ``advance`` / ``close`` follow the optimizer steps."""
+    the evaluations); ``start`` / ``advance`` / ``close`` follow the optimizer steps. On a terminal the line is live;
+    a plain line (``PROGRESS_LOG``: the log file, and the console where it is not live) comes every tenth of the run,
+    and at least every minute: at the first step that ends ``PLAIN_SECONDS`` or more after the last line (or the
+    start), so a run whose steps take over a minute gets a line per step."""
 
     def __init__(
         self,
@@ -355,6 +367,7 @@ class ProgressDisplay:
         self.step = 0
         self.started: float | None = None
         self.next_line = 0
+        self.last_line = 0.0  # when the last plain line fell due (the start, before the first)
         self._bar: Any = None
         self._redirect: Any = None
         self._dirty = False
@@ -384,7 +397,7 @@ class ProgressDisplay:
     def start(self, total: int, step: int = 0) -> None:
         """Training begins (``step`` > 0 when resumed)."""
         self.total, self.first_step, self.step = total, step, step
-        self.started = self.clock()
+        self.started = self.last_line = self.clock()
         self.next_line = step + self._line_every()
         if self.live:
             from tqdm.auto import tqdm
@@ -419,9 +432,12 @@ class ProgressDisplay:
                 self._bar.set_postfix_str(self.status(), refresh=False)
                 self._dirty = False
             self._bar.update(moved)
-        if step >= self.next_line:  # printed once the step's logs are in (``flush``)
+        now = self.clock()
+        if step >= self.next_line:  # a tenth of the run: printed once the step's logs are in (``flush``)
             self.next_line = step + self._line_every()
-            self._line_due = True
+            self._line_due, self.last_line = True, now
+        elif now - self.last_line >= PLAIN_SECONDS:  # a minute without a line; the tenths stay where they were
+            self._line_due, self.last_line = True, now
 
     def flush(self) -> None:
         """The plain progress line, when one is due (called after the trainer's logs of a step, and before the

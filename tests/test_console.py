@@ -65,6 +65,46 @@ def test_plain_lines_every_tenth_with_time_left_reward_mean_signal_and_held_out(
     assert _lines(caplog, EVAL_LOG) == ["held-out at step 0: greedy_acc 0.250, no_answer 0.500"]
 
 
+def _steps(lines: list[str]) -> list[int]:
+    """The step numbers of the plain progress lines (``step 13/100 | ...``), the announcement left out."""
+    return [int(line.split()[1].split("/")[0]) for line in lines if line.startswith("step ")]
+
+
+def _train(display, clock, total: int, steps: int, seconds: float) -> None:
+    display.start(total)
+    for step in range(1, steps + 1):
+        clock.now += seconds
+        display.advance(step)
+        display.flush()
+
+
+def test_a_slow_run_prints_a_line_after_every_step(plain):
+    """Steps of 66 s (a real model on CPU): a minute passes within each step, so each gets its line, long before
+    the first tenth (step 10, 11 minutes in)."""
+    display, clock, caplog = plain
+    _train(display, clock, total=100, steps=3, seconds=66.0)
+    assert _lines(caplog, PROGRESS_LOG) == [
+        "training: 100 steps",
+        "step 1/100 | 1:06 elapsed, 1:48:54 left",  # 99 steps left at 66 s
+        "step 2/100 | 2:12 elapsed, 1:47:48 left",
+        "step 3/100 | 3:18 elapsed, 1:46:42 left",
+    ]
+
+
+def test_a_fast_run_prints_a_line_every_tenth_only(plain):
+    display, clock, caplog = plain
+    _train(display, clock, total=100, steps=100, seconds=1.0)
+    assert _steps(_lines(caplog, PROGRESS_LOG)) == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+
+
+def test_a_line_is_due_a_minute_after_the_last_and_at_every_tenth(plain):
+    """Steps of 25 s: step 3 ends 75 s after the start (step 2: 50 s), then every third step; the tenth (step 10,
+    25 s after step 9's line) has its line all the same, and the minute counts from it: step 13 (75 s later)."""
+    display, clock, caplog = plain
+    _train(display, clock, total=100, steps=30, seconds=25.0)
+    assert _steps(_lines(caplog, PROGRESS_LOG)) == [3, 6, 9, 10, 13, 16, 19, 20, 23, 26, 29, 30]
+
+
 def test_a_resumed_run_counts_time_left_from_its_own_steps(plain):
     display, clock, caplog = plain
     display.start(100, step=50)
@@ -266,3 +306,19 @@ def test_a_large_student_announces_its_load_and_checkpoints_and_a_small_one_stay
         "step 75 ended",
         "step 80 ended",
     ]
+
+
+def test_long_work_also_reports_every_minute(plain):
+    """Slow work (1 unit every 7 s, 1000 units: a tenth is 700 s): the first line once 10 s have passed (2 units,
+    14 s), then a line at the first update 60 s or more after the last (every 9th: 63 s) and at the tenth (100)."""
+    _, clock, caplog = plain
+    work = console.WorkProgress("premises", 1000, "questions", clock=clock)
+    for done in range(1, 121):
+        clock.now += 7.0
+        work.update(float(done))
+    work.close()
+    lines = _lines(caplog, PROGRESS_LOG)
+    assert [int(line.split()[1].split("/")[0]) for line in lines] == [2, 11, 20, 29, 38, 47, 56, 65, 74, 83, 92, 100,
+                                                                      109, 118]  # fmt: skip
+    # 77 s in; the pace since the first update (1 at 7 s): 10 units in 70 s, so 989 left take 6923 s
+    assert lines[1] == "premises 11/1000 questions | 1:17 elapsed, 1:55:23 left"
