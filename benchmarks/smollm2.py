@@ -2,7 +2,7 @@
 
     python benchmarks/smollm2.py accuracy [--questions 200] [--max-new-tokens 384] [--out FILE.jsonl]
     python benchmarks/smollm2.py start [--questions 100] [--out benchmarks/results/smollm2_preset/start.json]
-    python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [overrides...]
+    python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [--algorithms NAME ...] [overrides...]
     python benchmarks/smollm2.py memory [--lora-r R] [overrides...]
 
 ``accuracy`` reads ``--data`` (default ``$SOCRATIC_EXP_DATA`` or ``../shared/data``): 200 questions of the GSM8K
@@ -47,6 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = {
     "grpo": ["algorithm=grpo"],
     "socraticpo": ["algorithm=socraticpo", "teacher=rule"],  # on GSM8K the rule teacher passes on the verdict
+    # the same, each attempt re-reading its context and the KL's log-probabilities from a second pass (step-time only)
+    "socraticpo-reread": ["algorithm=socraticpo", "teacher=rule", "algorithm.reuse_cache=false"],
     "sdpo": ["algorithm=sdpo"],
     "vpd": ["algorithm=vpd"],
 }
@@ -134,6 +136,8 @@ CANDIDATES = {
     "arithmetic-1-3": (["task=arithmetic"], ARITHMETIC_PROMPT, 128),
     "multiarith": (["multiarith"], WORD_PROMPT, 256),
     "gsm8k": (["gsm8k"], WORD_PROMPT, 256),
+    # amendment 1 (PREREGISTRATION.md), added after the four above, before any training run
+    "arithmetic-1": (["task=arithmetic", "task.max_ops=1", "task.order_sensitive_share=null"], ARITHMETIC_PROMPT, 128),
 }
 
 
@@ -144,7 +148,8 @@ def start(args: argparse.Namespace) -> None:
 
     student = None
     results = {}
-    for name, (task_overrides, instruction, new_tokens) in CANDIDATES.items():
+    for name in args.candidates or CANDIDATES:
+        task_overrides, instruction, new_tokens = CANDIDATES[name]
         if task_overrides[0].startswith("task="):
             overrides = task_overrides
         else:  # a shared benchmark file
@@ -198,15 +203,17 @@ def choose_start(results: dict[str, dict[str, Any]]) -> str:
 
 
 # --- step time ---------------------------------------------------------------------------------------------------
-def arms(lora_r: int | None) -> dict[str, list[str]]:
-    """Algorithm arms: full fine-tuning, and with ``lora_r`` the same algorithms with LoRA adapters."""
-    chosen = {name: overrides for name, overrides in ALGORITHMS.items()}
+def arms(lora_r: int | None, names: list[str] | None = None) -> dict[str, list[str]]:
+    """Algorithm arms (``names``, by default all but the re-reading SocraticPO): full fine-tuning, and with
+    ``lora_r`` the same algorithms with LoRA adapters."""
+    names = names or [name for name in ALGORITHMS if name != "socraticpo-reread"]
+    chosen = {name: ALGORITHMS[name] for name in names}
     if lora_r is None:
         return chosen
     if not has_lora():
         print("model.lora is not in this checkout's model options: LoRA arms skipped, full fine-tuning only")
         return chosen
-    return chosen | {f"{name} (lora r={lora_r})": [*o, f"model.lora.r={lora_r}"] for name, o in ALGORITHMS.items()}
+    return chosen | {f"{name} (lora r={lora_r})": [*o, f"model.lora.r={lora_r}"] for name, o in chosen.items()}
 
 
 def has_lora() -> bool:
@@ -233,7 +240,7 @@ def student_tokens(batch: dict[str, Any]) -> int:
 def step_time(args: argparse.Namespace) -> None:
     import torch
 
-    chosen = arms(args.lora_r)
+    chosen = arms(args.lora_r, args.algorithms)
     options = {name: components_for(overrides, args.data, args.overrides) for name, overrides in chosen.items()}
     bench = workbench(next(iter(options.values())))
     with tempfile.TemporaryDirectory() as tmp:
@@ -275,7 +282,7 @@ def step_time(args: argparse.Namespace) -> None:
 # --- memory ------------------------------------------------------------------------------------------------------
 def memory(args: argparse.Namespace) -> None:
     results = {}
-    for name, overrides in arms(args.lora_r).items():
+    for name, overrides in arms(args.lora_r, args.algorithms).items():
         command = [sys.executable, __file__, "memory-one", "--data", str(args.data), *overrides, *args.overrides]
         proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
         if proc.returncode:
@@ -300,8 +307,15 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=384)
     parser.add_argument("--batch-size", type=int, default=40)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), help="start: these candidates only")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--lora-r", type=int, default=None, help="also run every algorithm with model.lora.r=R")
+    parser.add_argument(
+        "--algorithms",
+        nargs="+",
+        choices=list(ALGORITHMS),
+        help="the arms (default: all but the re-reading socraticpo)",
+    )
     args, args.overrides = parser.parse_known_args()
     commands = {"accuracy": accuracy, "start": start, "step-time": step_time}
     commands |= {"memory": memory, "memory-one": memory_one}
