@@ -137,7 +137,17 @@ CANDIDATES = {
     "multiarith": (["multiarith"], WORD_PROMPT, 256),
     "gsm8k": (["gsm8k"], WORD_PROMPT, 256),
     # amendment 1 (PREREGISTRATION.md), added after the four above, before any training run
-    "arithmetic-1": (["task=arithmetic", "task.max_ops=1", "task.order_sensitive_share=null"], ARITHMETIC_PROMPT, 128),
+    "arithmetic-1": (
+        [
+            "task=arithmetic",
+            "task.max_ops=1",
+            "task.order_sensitive_share=null",
+            "task.eval_size=100",
+            "task.probe_size=0",
+        ],
+        ARITHMETIC_PROMPT,
+        128,
+    ),
 }
 
 

@@ -6,7 +6,7 @@
 D=${SOCRATIC_EXP_DATA:-$(cd "$(dirname "$0")/../../shared/data" && pwd)}
 OUT=${OUT:-outputs/smollm2_combinations}
 cd "$(dirname "$0")/.." && mkdir -p "$OUT"
-SMALL="experiment=smollm2_cpu algorithm.max_steps=1 algorithm.batch_size=4 algorithm.num_generations=2
+SMALL="experiment=smollm2_cpu_math algorithm.max_steps=1 algorithm.batch_size=4 algorithm.num_generations=2
   algorithm.max_completion_length=48 eval.max_samples=4 eval.max_new_tokens=64 eval.batch_size=4 logger=none
   algorithm.save_steps=100"
 GSM="task=gsm8k task.data_files={train:$D/gsm8k/train.jsonl,eval:$D/gsm8k/test.jsonl} task.train_size=16"

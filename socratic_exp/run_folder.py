@@ -67,19 +67,31 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def machine() -> dict[str, Any]:
-    """The CPU that computed a figure (its model name, cores and torch's kernel level): figures name their machine."""
+def cpu_fields() -> dict[str, str]:
+    """The first processor's block of ``/proc/cpuinfo`` (Linux; empty elsewhere)."""
     fields: dict[str, str] = {}
-    try:  # Linux: the first processor's block
+    try:
         for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines():
             key, _, value = line.partition(":")
             fields[key.strip()] = value.strip()
     except OSError:
         pass
+    return fields
+
+
+def native_bf16(fields: dict[str, str] | None = None) -> bool:
+    """Whether the CPU computes in bfloat16 natively (AVX512-BF16 or AMX)."""
+    flags = (cpu_fields() if fields is None else fields).get("flags", "").split()
+    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+
+
+def machine() -> dict[str, Any]:
+    """The CPU that computed a figure (its model name, cores and torch's kernel level): figures name their machine."""
+    fields = cpu_fields()
     found: dict[str, Any] = {
         "cpu": fields.get("model name") or platform.processor() or platform.machine(),
         "cpu_family_model": f"{fields['cpu family']}/{fields['model']}" if "cpu family" in fields else None,
-        "native_bf16": any(flag in fields.get("flags", "").split() for flag in ("avx512_bf16", "amx_bf16")),
+        "native_bf16": native_bf16(fields),
         "cores": os.cpu_count(),
         "system": platform.system(),
     }

@@ -57,8 +57,8 @@ def scripted(rewards: list[float]):
     ],
 )
 def test_the_trainers_advantages_are_the_batch_normalised_rewards(baseline, expected):
-    """Before the first update the KL to the initial policy is 0, so every token of a completion has its response's
-    normalised reward (each response counted once: normalize_over=responses)."""
+    """Before the first update the KL to the initial policy is 0 (to float rounding), so every token of a completion
+    has its response's normalised reward (each response counted once: normalize_over=responses)."""
     trainer = trainer_from(
         "algorithm=reinforce_pp", f"algorithm.baseline={baseline}", "algorithm.normalize_over=responses",
         "algorithm.batch_size=8", *FAST,
@@ -72,7 +72,7 @@ def test_the_trainers_advantages_are_the_batch_normalised_rewards(baseline, expe
         tokens = output["advantages"][row][mask[row]]
         assert tokens.tolist() == pytest.approx([value] * len(tokens), abs=1e-5)
     assert float(output["advantages"][~mask].abs().max()) == 0.0
-    assert trainer._metrics["train"]["reinforce_pp/reward_kl"][-1] == 0.0
+    assert abs(trainer._metrics["train"]["reinforce_pp/reward_kl"][-1]) < 1e-6  # 0, to rounding (sampled log-probs)
 
 
 @pytest.mark.slow

@@ -312,13 +312,14 @@ def test_rollout_teacher_tokens_carry_no_loss(rollout_trainer):
 @pytest.mark.slow
 def test_rollout_advantages_and_counts_match_the_active_sets(rollout_trainer):
     """Wiring: each attempt's tokens get (r - mean) / (std + eps) over the batch's attempts (Eq. 20; the KL to the
-    initial policy is exactly 0 before the first update, the copy having the same weights), teacher tokens 0, and
-    the logged counts follow the rollouts."""
+    initial policy is 0 before the first update, the copy having the same weights: to float rounding, the policy's
+    log-probabilities being those recorded as the tokens were sampled), teacher tokens 0, and the logged counts
+    follow the rollouts."""
     import statistics
 
     trainer, output, _, _ = rollout_trainer
     assert trainer.socratic.reward_kl_coef == 0.01 and trainer.ref_policy is not None
-    assert float(trainer._per_token_kl(output).abs().max()) == 0.0
+    assert float(trainer._per_token_kl(output).abs().max()) < 1e-5
     # The quickly warm-started student may solve nothing in one batch (every advantage 0): give the attempts
     # rewards of our own, 0.1 * (rollout index % 4) * attempt number, and compute Eq. 20 here.
     original = trainer._rewards
@@ -346,7 +347,7 @@ def test_rollout_advantages_and_counts_match_the_active_sets(rollout_trainer):
         assert logged[f"socraticpo/active_share/step{k + 1}"] == sum(len(o) > k for o in outcomes) / n
     assert logged["socraticpo/attempts_per_rollout"] == sum(map(len, outcomes)) / n
     assert logged["socraticpo/generated_tokens"] == sum(e - s for r in trainer._rollouts for s, e in r.segments)
-    assert logged["socraticpo/reward_kl"] == 0.0
+    assert abs(logged["socraticpo/reward_kl"]) < 1e-6
 
 
 @pytest.mark.slow

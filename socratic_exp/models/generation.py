@@ -1,10 +1,13 @@
-"""Generation with a student (or a teacher loaded like one): the text a model sees for a prompt or a context, and
-batched generation that leaves training's random state and the model's train/eval mode as they were."""
+"""Generation with a student (or a teacher loaded like one): the text a model sees for a prompt or a context,
+batched generation that leaves training's random state and the model's train/eval mode as they were, and decoding
+in a narrower dtype than training's (``decode_in``)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from socratic_exp.distributed import full_parameters, world_size
@@ -132,3 +135,41 @@ class TokenProgress:
     def close(self) -> None:
         if self.work is not None:
             self.work.close()
+
+
+DECODE_DTYPE = "_socratic_decode_dtype"  # the attribute ``decode_in`` marks a model with (its dtype's name)
+
+
+def decode_in(model: Any, dtype: str) -> None:
+    """Every ``model.generate`` call (the evaluations', TRL's rollouts', the rollouts' own) decodes with the weights
+    cast to ``dtype``; training keeps its weights as they are. On a CPU, decoding reads every weight once per token
+    step, so bfloat16 halves what a step reads; the cast costs one pass over the weights per call. Copies of the
+    model (``copy.deepcopy``) decode the same way: the method rebinds to the copy."""
+    generate = type(model).generate
+
+    def generate_in_dtype(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with weights_in(self, dtype):
+            return generate(self, *args, **kwargs)
+
+    model.generate = types.MethodType(generate_in_dtype, model)
+    setattr(model, DECODE_DTYPE, dtype)
+
+
+@contextlib.contextmanager
+def weights_in(model: Any, dtype: str) -> Iterator[None]:
+    """The model's floating-point parameters cast to ``dtype`` within the block; the originals are set aside and put
+    back after it, not rounded (the cast copies are made outside inference mode: they stay ordinary tensors)."""
+    import torch
+
+    target = getattr(torch, dtype)
+    kept = []
+    with torch.inference_mode(False), torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.is_floating_point() and parameter.dtype != target:
+                kept.append((parameter, parameter.data))
+                parameter.data = parameter.data.to(target)
+    try:
+        yield
+    finally:
+        for parameter, data in kept:
+            parameter.data = data

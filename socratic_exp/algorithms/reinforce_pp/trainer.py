@@ -15,6 +15,7 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from socratic_exp.algorithms.reinforce_pp.returns import Weighting, group_centred, kl_folded_returns, normalized_returns
+from socratic_exp.algorithms.rollout_generation import generate_recording, records_policy_logps
 from socratic_exp.algorithms.trl_batch import loss_mask, rollout_logps, sequence_inputs
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ class ReinforcePPMixin:
             # LoRA: the base weights with the adapters disabled (no copy); else a copy of the student as TRL patched
             # it (its fused LM head scores the copy's own weights)
             self.ref_policy = base_view(student) if is_lora(student) else frozen_copy(student)
+        # the KL reads the sampled tokens' log-probabilities recorded by the generation, where they are the policy's
+        # (set by a trainer whose generation records them), instead of a no-grad pass over the batch
+        self.sampled_logps_exact = False
 
     def _folded_advantages(
         self,
@@ -96,6 +100,15 @@ class ReinforcePPTrainer(ReinforcePPMixin, GRPOTrainer):
         self.reinforce = reinforce
         self._batch_rewards: list[float] = []
         super().__init__(*args, reward_kl_coef=reinforce.kl_coef, **kwargs)
+        self.sampled_logps_exact = self.ref_policy is not None and records_policy_logps(self)
+
+    def _generate_single_turn(
+        self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int, has_tool_images: bool = False
+    ) -> tuple[Any, Any]:
+        """TRL's generation, with the sampled tokens' log-probabilities recorded where the KL reads them."""
+        if self.sampled_logps_exact and images is None and not multimodal_fields:
+            return generate_recording(self, prompt_ids)
+        return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         """TRL's rewards of every process's completions; their weighted sum is each completion's REINFORCE++ reward

@@ -57,6 +57,11 @@ class SocraticPO(GRPO):
     entropy_mask: EntropyMask | None = setting(
         None, "e.g. {rho: 0.2, mode: top}: train on the high-entropy student tokens only (as entropy_masked)"
     )
+    reuse_cache: bool = setting(
+        True,
+        "a later attempt continues from the KV cache of the attempts before it (transformers generation): the same "
+        "tokens as re-reading the context, without its cost; false: each attempt re-reads its whole context",
+    )
 
     @property
     def reward_kl_coef(self) -> float:

@@ -36,6 +36,7 @@ from trl import GRPOTrainer
 
 from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
 from socratic_exp.algorithms.reinforce_pp.trainer import ReinforcePPMixin
+from socratic_exp.algorithms.rollout_generation import Continuation, can_continue, records_policy_logps
 from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, sequence_inputs
 from socratic_exp.distributed import most_on_any_process, summed
@@ -69,6 +70,8 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         self._rows: list[dict[str, Any]] = []
         self._rollouts: list[_Rollout] = []
         super().__init__(*args, rollout_func=self._interactive_rollout, **kwargs)
+        self._continues = socratic.reuse_cache and can_continue(self)
+        self.sampled_logps_exact = self._continues and self.ref_policy is not None and records_policy_logps(self)
         self.kl_teacher = self._kl_teacher_model() if socratic.teacher_kl_every else None
         self._rewards: list[list[float]] = []  # the global batch's decayed rewards, rollouts x attempts
 
@@ -125,25 +128,39 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         eos_ids = set(self.eos_token_ids)
         mode = "train" if self.model.training else "eval"
         prompt_ids, images, multimodal = self._tokenize_prompts(prompts)
+        # transformers generation keeps the KV cache between the attempts and records the sampled log-probabilities
+        continuation = Continuation(self) if self._continues and images is None and not multimodal else None
+        row_of = {i: i for i in range(len(prompts))}  # each rollout's row in the continuation's last generate call
         contexts = [list(ids) for ids in prompt_ids]
         packed: list[list[int]] = [[] for _ in prompts]
+        packed_logps: list[list[float]] = [[] for _ in prompts]
         env_mask: list[list[int]] = [[] for _ in prompts]
         rollouts = [_Rollout() for _ in prompts]
         attempts: list[list[Any]] = [[] for _ in prompts]
+        turns: dict[int, list[int]] = {}  # the teacher's turn after each wrong attempt, by rollout
         active = list(range(len(prompts)))
         generated_tokens = generation_slots = teacher_seconds = 0.0
         # A rollout stops early when another guidance turn and attempt would not fit the model's context.
         limit = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
         room = limit - self.max_completion_length if limit else None
         for k in range(settings.max_attempts):
-            if k == 0:
+            # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3 and
+            # FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather). A process
+            # with fewer wrong attempts left fills its batch (with prompts, or continuing its first row) and drops
+            # their completions.
+            fill = most_on_any_process(len(active)) - len(active)
+            if continuation is not None:
+                if k == 0:
+                    new_ids = continuation.start(prompt_ids)
+                else:
+                    rows = [row_of[i] for i in active] + [0] * fill
+                    new_ids = continuation.extend(rows, [turns[i] for i in active] + [[tokenizer.pad_token_id]] * fill)
+                    row_of = {i: j for j, i in enumerate(active)}
+                new_ids, new_logps = new_ids[: len(active)], continuation.last_logps
+            elif k == 0:
                 new_ids, _ = self._generate_single_turn(prompt_ids, images, multimodal, self.num_generations)
             else:
-                # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3
-                # and FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather).
-                # A process with fewer wrong attempts left fills its batch with prompts and drops their completions.
-                batch = [contexts[i] for i in active]
-                batch += [prompt_ids[0]] * (most_on_any_process(len(batch)) - len(batch))
+                batch = [contexts[i] for i in active] + [prompt_ids[0]] * fill
                 new_ids, _ = self._generate_single_turn(batch, None, {}, 1)
                 new_ids = new_ids[: len(active)]
             # A process may have no active rollout left while another has some; transformers' batch_decode reads
@@ -152,17 +169,22 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
             # a padded batch computes every row until its longest completion ends
             generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
             wrong = []
-            for i, ids, text in zip(active, new_ids, texts, strict=True):
+            for j, (i, ids, text) in enumerate(zip(active, new_ids, texts, strict=True)):
                 verdict = task.verify(text, self._rows[i]["answer"])
                 solved = verdict.score >= 1.0
                 no_room = room is not None and len(contexts[i]) + len(ids) + TURN_BUDGET > room
                 last = solved or k == settings.max_attempts - 1 or no_room
                 ids = list(ids)
                 if not last and not self.chat:
+                    kept = len(ids)
                     while ids and ids[-1] in eos_ids:  # a plain context continues after the text, not an EOS
                         ids.pop()
+                    if continuation is not None:
+                        continuation.drop_last_tokens(row_of[i], kept - len(ids))
                 start = len(packed[i])
                 packed[i] += ids
+                if continuation is not None:
+                    packed_logps[i] += new_logps[j][: len(ids)]
                 env_mask[i] += [1] * len(ids)
                 rollouts[i].segments.append((start, len(packed[i])))
                 rollouts[i].outcomes.append(float(solved))
@@ -179,8 +201,10 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
             for i, text in zip(wrong, guidance, strict=True):
                 turn = self._turn_ids(prompts[i], text, ends_with_eos=bool(packed[i]) and packed[i][-1] in eos_ids)
                 packed[i] += turn
+                packed_logps[i] += [0.0] * len(turn)  # context, not sampled: outside the loss and the KL
                 env_mask[i] += [0] * len(turn)
                 contexts[i] += turn
+                turns[i] = turn
             active = wrong
         # R(tau) (Eq. 14) of the local rollouts, the rewards decayed over the rollouts generated together: what TRL
         # logs as the reward (and what dynamic sampling compares within a group)
@@ -195,7 +219,7 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": packed,
-            "logprobs": None,
+            "logprobs": packed_logps if continuation is not None else None,
             "env_mask": env_mask,
             "trajectory_return": returns,
             "attempt_segments": [r.segments for r in rollouts],
