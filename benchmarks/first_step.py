@@ -1,14 +1,16 @@
 """A real-model run as its user sees it: the console's lines timed from the launch.
 
-    python benchmarks/first_step.py [--steps 2] [--first-step-only] [--label NAME] [--out FILE.json] [overrides...]
+    python benchmarks/first_step.py [--steps 2] [--first-step-only] [--preset experiment=smollm2_cpu] [--label NAME]
+                                    [--out FILE.json] [overrides...]
 
-Runs ``python -m socratic_exp experiment=smollm2_cpu logger=none`` (plus the overrides) for ``--steps`` training steps
-with an evaluation after each, stamps every console line with the seconds since the launch, and reads from them: the
-first line, the student's load line, the first progress line of work after it, each evaluation (before training:
-greedy only, as the preset's; after a step: greedy and assisted), each training step, and the first step's end. From
-the measured evaluation and step times it projects the preset's own schedule (its ``algorithm.max_steps`` and
-``eval.every_steps``): the whole run's length and the evaluations' share of it. ``--first-step-only`` stops the run at
-its first step. Run it on an otherwise idle machine; ``--out`` keeps the figures and every stamped line.
+Runs ``python -m socratic_exp experiment=smollm2_cpu logger=none`` (or ``--preset``, plus the overrides) for
+``--steps`` training steps with an evaluation after each, stamps every console line with the seconds since the
+launch, and reads from them: the first line, the student's load line, the first progress line of work after it,
+each evaluation (before training: greedy only, as the preset's; after a step: greedy and assisted), each training
+step, and the first step's end. From the measured evaluation and step times it projects the preset's own schedule
+(its ``algorithm.max_steps`` and ``eval.every_steps``): the whole run's length and the evaluations' share of it.
+``--first-step-only`` stops the run at its first step. Run it on an otherwise idle machine (and, for the spread a
+user sees, next to other work); ``--out`` keeps the figures and every stamped line.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2, help="training steps measured (an evaluation after each)")
     parser.add_argument("--first-step-only", action="store_true", help="stop the run once its first step is done")
+    parser.add_argument("--preset", default=PRESET, help="the experiment overlay (experiment=smollm2_cpu_math, ...)")
     parser.add_argument("--label", default="smollm2_cpu")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("overrides", nargs="*", help="more overrides, e.g. algorithm=grpo")
@@ -131,9 +134,9 @@ def main() -> None:
 
     from socratic_exp.hydra_support import compose
 
-    preset = compose(PRESET, *args.overrides)
+    preset = compose(args.preset, *args.overrides)
     with tempfile.TemporaryDirectory() as run_dir:
-        command = [sys.executable, "-m", "socratic_exp", PRESET, "logger=none", *args.overrides,
+        command = [sys.executable, "-m", "socratic_exp", args.preset, "logger=none", *args.overrides,
                    f"algorithm.max_steps={args.steps}", "eval.every_steps=1", f"hydra.run.dir={run_dir}"]  # fmt: skip
         lines = stamped_run(command, stop_at=STEP if args.first_step_only else None)
     figures = timeline(lines)
@@ -141,6 +144,7 @@ def main() -> None:
         figures["projected_run"] = projection(figures, int(preset.algorithm.max_steps), int(preset.eval.every_steps))
     result = {
         "label": args.label,
+        "preset_overlay": args.preset,
         "overrides": args.overrides,
         "machine": machine(),
         "commit": git_commit(),

@@ -2,6 +2,7 @@
 
     python benchmarks/smollm2.py accuracy [--questions 200] [--max-new-tokens 384] [--out FILE.jsonl]
     python benchmarks/smollm2.py start [--questions 100] [--out benchmarks/results/smollm2_preset/start.json]
+    python benchmarks/smollm2.py learning --sweep FOLDER [--out benchmarks/results/smollm2_preset/learning.json]
     python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [--algorithms NAME ...] [overrides...]
     python benchmarks/smollm2.py memory [--lora-r R] [overrides...]
 
@@ -13,6 +14,11 @@ could not read, broken down by reason; ``--out`` keeps every completion for read
 ``start`` measures the pre-registered candidates of ``experiment=smollm2_cpu``'s task and instruction
 (``benchmarks/results/smollm2_preset/PREREGISTRATION.md``): greedy accuracy and readable-answer share on each
 candidate's first ``--questions`` held-out questions, the ones a run's evaluation answers (``eval.max_samples``).
+
+``learning`` reads the pre-registered learning runs (a sweep of ``experiment=smollm2_cpu`` over ``algorithm`` and
+``seed``) and computes the registered statistic: each run's held-out gain (final minus initial greedy accuracy), and
+per algorithm the mean with its 95% interval over the seeds (t distribution, n - 1 degrees of freedom), with the
+curve of every evaluation and each run's wall time.
 
 ``step-time`` builds a GSM8K trainer for grpo, socraticpo, sdpo and vpd from one SmolLM2 student (each its own copy
 of the weights) and runs whole steps on the same prompts, rotating which goes first (paired, in one process): the
@@ -202,6 +208,56 @@ def start(args: argparse.Namespace) -> None:
         print(f"written to {args.out}")
 
 
+def learning(args: argparse.Namespace) -> None:
+    from socratic_exp.run_folder import read_metrics, read_summary
+
+    # t(0.975, df) for the 95% interval of a mean over n = df + 1 seeds
+    t975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+    runs: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for folder in sorted(p for p in Path(args.sweep).iterdir() if (p / "summary.json").is_file()):
+        summary = read_summary(folder)
+        config = summary["config"]
+        curve = {
+            int(record["step"]): record["eval/greedy_acc"]
+            for record in read_metrics(folder)
+            if "eval/greedy_acc" in record
+        }
+        steps = sorted(curve)
+        runs[algorithm_of(summary)].append(
+            {
+                "seed": config["seed"],
+                "status": summary["status"],
+                "wall_minutes": round(summary.get("wall_time_s", 0) / 60, 1),
+                "curve": {step: curve[step] for step in steps},
+                "gain": curve[steps[-1]] - curve[steps[0]] if len(steps) > 1 else None,
+            }
+        )
+    table = {}
+    print("| algorithm | seeds | gain per seed (points) | mean gain | 95% interval | wall minutes |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, found in sorted(runs.items()):
+        gains = [run["gain"] for run in found if run["gain"] is not None and run["status"] == "completed"]
+        mean = statistics.fmean(gains) if gains else float("nan")
+        half = t975[len(gains) - 1] * statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else float("nan")
+        table[name] = {"runs": found, "mean_gain": mean, "interval": [mean - half, mean + half]}
+        print(
+            f"| {name} | {len(gains)} | {', '.join(f'{100 * g:+.0f}' for g in gains)} | {100 * mean:+.1f} | "
+            f"[{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}] | "
+            f"{', '.join(str(run['wall_minutes']) for run in found)} |"
+        )
+    if args.out:
+        Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
+        print(f"written to {args.out}")
+
+
+def algorithm_of(summary: dict[str, Any]) -> str:
+    """The algorithm option a run chose (its ``algorithm=`` override)."""
+    for override in summary["overrides"]:
+        if override.startswith("algorithm="):
+            return override.partition("=")[2]
+    return "socraticpo"  # the default
+
+
 def choose_start(results: dict[str, dict[str, Any]]) -> str:
     """The pre-registered rule: the first candidate with greedy accuracy in [10%, 60%], else the first with a
     readable-answer share there, else the most accurate (and the start criterion failed)."""
@@ -310,7 +366,8 @@ def memory_one(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["accuracy", "start", "step-time", "memory", "memory-one"])
+    parser.add_argument("command", choices=["accuracy", "start", "learning", "step-time", "memory", "memory-one"])
+    parser.add_argument("--sweep", help="learning: the sweep folder of the learning runs")
     default_data = os.environ.get("SOCRATIC_EXP_DATA") or ROOT.parent / "shared" / "data"
     parser.add_argument("--data", type=Path, default=default_data, help="../shared/data, or $SOCRATIC_EXP_DATA")
     parser.add_argument("--questions", type=int, default=200)
@@ -327,7 +384,7 @@ def main() -> None:
         help="the arms (default: all but the re-reading socraticpo)",
     )
     args, args.overrides = parser.parse_known_args()
-    commands = {"accuracy": accuracy, "start": start, "step-time": step_time}
+    commands = {"accuracy": accuracy, "start": start, "learning": learning, "step-time": step_time}
     commands |= {"memory": memory, "memory-one": memory_one}
     commands[args.command](args)
 

@@ -118,12 +118,17 @@ def test_recorded_log_probs_are_the_policys_and_feed_the_kl(socraticpo):
     assert float((from_recorded - from_pass).abs().max()) < 2e-5
 
 
-def test_reinforce_pp_records_the_log_probs_its_kl_reads(tmp_path_factory):
+@pytest.fixture(scope="module")
+def reinforce_pp(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("rpp"), "algorithm=reinforce_pp")
+
+
+def test_reinforce_pp_records_the_log_probs_its_kl_reads(reinforce_pp):
     import torch
 
     from socratic_exp.algorithms.trl_batch import loss_mask, sequence_inputs
 
-    trainer, rows = build(tmp_path_factory.mktemp("rpp"), "algorithm=reinforce_pp")
+    trainer, rows = reinforce_pp
     assert trainer.ref_policy is not None and trainer.sampled_logps_exact
     torch.manual_seed(3)
     output = trainer._generate_and_score_completions(rows)
@@ -138,16 +143,20 @@ def test_reinforce_pp_records_the_log_probs_its_kl_reads(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    ("overrides", "exact"),
-    [
-        (["algorithm=reinforce_pp", "algorithm.top_p=0.9"], False),  # truncated sampling: not the policy's
-        (["algorithm=reinforce_pp", "algorithm.kl_coef=0"], False),  # no KL: nothing to record for
-        (["algorithm=socraticpo", "teacher=rule", "algorithm.reuse_cache=false"], False),  # TRL's own generation
-    ],
+    ("setting", "value"),
+    [("top_p", 0.9), ("top_k", 20), ("min_p", 0.05), ("repetition_penalty", 1.1)],
 )
-def test_the_recorded_log_probs_are_used_only_where_they_are_the_policys(tmp_path_factory, overrides, exact):
-    trainer, _ = build(tmp_path_factory.mktemp("exact"), *overrides)
-    assert trainer.sampled_logps_exact is exact
+def test_truncated_or_penalised_sampling_is_not_the_policys(reinforce_pp, setting, value):
+    from socratic_exp.algorithms.rollout_generation import records_policy_logps
+
+    trainer, _ = reinforce_pp
+    assert records_policy_logps(trainer)
+    original = trainer.generation_kwargs[setting]
+    trainer.generation_kwargs[setting] = value
+    try:
+        assert not records_policy_logps(trainer)
+    finally:
+        trainer.generation_kwargs[setting] = original
 
 
 # --- decoding in bfloat16 (model.decode_dtype) ----------------------------------------------------------------------

@@ -132,8 +132,6 @@ class Continuation:
         trainer = self.trainer
         device = self._device()
         recorder = SampledLogps()
-        if cache is None and self.keep_cache:
-            cache = DynamicCache()
         with (
             unwrap_model_for_generation(
                 trainer.model_wrapped,
@@ -144,6 +142,8 @@ class Continuation:
             ) as model,
             torch.no_grad(),
         ):
+            if cache is None and self.keep_cache:  # the model's layer kinds (sliding windows, ...), as generate's own
+                cache = DynamicCache(config=model.config)
             sequences = model.generate(
                 input_ids=ids.to(device),
                 attention_mask=mask.to(device),

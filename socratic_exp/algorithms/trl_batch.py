@@ -28,7 +28,7 @@ def sequence_inputs(batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
 def rollout_logps(trainer: Any, batch: dict[str, Any]) -> torch.Tensor:
     """Per-token log-probabilities of the sampled completion tokens under the policy that generated them: TRL's
     ``old_per_token_logps`` when it computed them (an off-policy step); else the ones recorded as the tokens were
-    sampled, where they are the policy's (``rollout_generation.logps_match_policy``); else one no-grad pass of the
+    sampled, where they are the policy's (``rollout_generation.records_policy_logps``); else one no-grad pass of the
     current model."""
     logps = batch.get("old_per_token_logps")
     if logps is None and getattr(trainer, "sampled_logps_exact", False):

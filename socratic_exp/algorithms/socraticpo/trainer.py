@@ -17,7 +17,10 @@ segment); with ``backend=grpo`` normalised within each prompt's group of rollout
 The rollout records each row's attempts (``attempt_segments``, ``attempt_outcomes``) among TRL's extra fields, and
 the rewards, metrics and advantages are computed from the rows of the batch trained.
 
-The rollout uses TRL's ``rollout_func`` hook (``_generate_single_turn`` for the generation itself); the subclass
+The rollout uses TRL's ``rollout_func`` hook. With transformers generation a later attempt continues from the KV
+cache of the attempts before it, and the sampled tokens' log-probabilities are recorded for REINFORCE++'s KL
+(``rollout_generation.Continuation``: the same tokens as re-reading the context); elsewhere (vLLM, sharded models,
+``reuse_cache=false``) TRL's ``_generate_single_turn`` generates each attempt from its whole context. The subclass
 exists because TRL has no per-attempt rewards, teacher turns or reward decay. The entropy mask composes as a mixin
 (inert with ``entropy_mask=None``); teacher turns lie outside TRL's token mask, so only the student's tokens
 compete for its rho share.
@@ -144,23 +147,23 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         limit = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
         room = limit - self.max_completion_length if limit else None
         for k in range(settings.max_attempts):
-            # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3 and
-            # FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather). A process
-            # with fewer wrong attempts left fills its batch (with prompts, or continuing its first row) and drops
-            # their completions.
-            fill = most_on_any_process(len(active)) - len(active)
-            if continuation is not None:
+            if continuation is not None:  # each process's own generate calls (the whole model on every process)
                 if k == 0:
                     new_ids = continuation.start(prompt_ids)
-                else:
-                    rows = [row_of[i] for i in active] + [0] * fill
-                    new_ids = continuation.extend(rows, [turns[i] for i in active] + [[tokenizer.pad_token_id]] * fill)
+                elif active:
+                    new_ids = continuation.extend([row_of[i] for i in active], [turns[i] for i in active])
                     row_of = {i: j for j, i in enumerate(active)}
-                new_ids, new_logps = new_ids[: len(active)], continuation.last_logps
+                else:
+                    new_ids = []
+                new_logps = continuation.last_logps
             elif k == 0:
                 new_ids, _ = self._generate_single_turn(prompt_ids, images, multimodal, self.num_generations)
             else:
-                batch = [contexts[i] for i in active] + [prompt_ids[0]] * fill
+                # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3
+                # and FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather).
+                # A process with fewer wrong attempts left fills its batch with prompts and drops their completions.
+                batch = [contexts[i] for i in active]
+                batch += [prompt_ids[0]] * (most_on_any_process(len(batch)) - len(batch))
                 new_ids, _ = self._generate_single_turn(batch, None, {}, 1)
                 new_ids = new_ids[: len(active)]
             # A process may have no active rollout left while another has some; transformers' batch_decode reads
