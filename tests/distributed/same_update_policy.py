@@ -46,7 +46,9 @@ COMMON = (
     "algorithm.max_grad_norm=1e9",  # no clipping: it would rescale, and so hide, a wrong overall factor
     "+algorithm.trl_args.use_cpu=true",  # gloo MULTI_CPU under torchrun
 )
-SOCRATICPO = ("algorithm=socraticpo", "algorithm.guidance=fixed_retry", "algorithm.teacher_kl_every=0")
+# TRL's generation, which the script replaces (the KV-cache continuation: tests/test_rollout_generation.py)
+SOCRATICPO = ("algorithm=socraticpo", "algorithm.guidance=fixed_retry", "algorithm.teacher_kl_every=0",
+              "algorithm.reuse_cache=false")  # fmt: skip
 CASES: dict[str, tuple[str, ...]] = {
     # the paper's backend; beta 0.1 (default 0.01) so that the folded KL moves the advantages well past float noise
     "socraticpo_reinforce_pp": (*SOCRATICPO, "algorithm.kl_coef=0.1"),

@@ -1,6 +1,8 @@
 """A worker for ``torchrun --nproc_per_node 2``: SocraticPO trains 2 steps on the quick student and each process
 writes the rows of every generation call it made (``<out>/rank<i>.json``). Under vLLM's server mode, ZeRO-3 and
-FSDP a generation call is collective, so the processes must make the same calls with as many rows.
+FSDP a generation call is collective, so the processes must make the same calls with as many rows. The rollout
+generates through TRL there (``algorithm.reuse_cache=false`` here: the KV-cache continuation is for a whole model on
+each process, whose generate calls are its own).
 
     torchrun --nproc_per_node 2 tests/distributed/socraticpo_generation_calls.py <out folder> <warm-start cache>
 """
@@ -16,7 +18,8 @@ from socratic_exp.assembly import trainer_from
 
 def main(out: Path, cache: str) -> None:
     trainer = trainer_from("algorithm=socraticpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache}",
-                           "algorithm.max_steps=2", "algorithm.save_steps=100")  # fmt: skip
+                           "algorithm.max_steps=2", "algorithm.save_steps=100",
+                           "algorithm.reuse_cache=false")  # fmt: skip
     calls: list[int] = []
     generate = trainer._generate_single_turn
 

@@ -28,7 +28,8 @@ PROMISES = (
 )
 # SocraticPO's guided interactive rollout: its settings and the teacher (against an arm with neither)
 GUIDED_ROLLOUT = ("algorithm._target_", "algorithm.guidance", "algorithm.max_attempts", "algorithm.retry_prompt",
-                  "algorithm.reward_decay", "algorithm.teacher_kl_every", "teacher.")  # fmt: skip
+                  "algorithm.reward_decay", "algorithm.teacher_kl_every", "algorithm.reuse_cache",
+                  "teacher.")  # fmt: skip
 CLAIMS = (
     Claim("socraticpo>grpo", "SocraticPO, Table 1", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
           "grpo", changes=GUIDED_ROLLOUT,
