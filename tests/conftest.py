@@ -3,6 +3,7 @@ folders, and one completed run for the tests that read a run folder (with ``socr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -157,6 +158,25 @@ def assert_refused(proc: subprocess.CompletedProcess, *phrases: str, code: int |
     for phrase in phrases:
         assert phrase in errors[0], errors[0]
     return errors[0]
+
+
+@contextlib.contextmanager
+def perturbed_reference(trainer, scale: float = 0.05):
+    """The trainer's initial policy (REINFORCE++'s KL reference) replaced, within the block, by a copy with
+    ``scale`` of Gaussian noise added to every weight: a reference that differs from the policy."""
+    import torch
+
+    from socratic_exp.models.base import frozen_copy
+
+    original = trainer.ref_policy
+    trainer.ref_policy = frozen_copy(original)
+    with torch.no_grad():
+        for parameter in trainer.ref_policy.parameters():
+            parameter.add_(scale * torch.randn_like(parameter))
+    try:
+        yield
+    finally:
+        trainer.ref_policy = original
 
 
 def run_dirs(outputs: Path) -> list[Path]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import compose
+from conftest import compose, perturbed_reference
 
 pytestmark = pytest.mark.slow
 
@@ -101,19 +101,13 @@ def test_recorded_log_probs_are_the_policys_and_feed_the_kl(socraticpo):
     assert teacher.any() and float(recorded[teacher].abs().max()) == 0.0
     # against a reference that differs from the policy, the KL from the recorded log-probabilities is the no-grad
     # pass's
-    original = trainer.ref_policy
-    from socratic_exp.models.base import frozen_copy
-
-    trainer.ref_policy = frozen_copy(original)
-    with torch.no_grad():
-        for parameter in trainer.ref_policy.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
-    try:
+    with perturbed_reference(trainer):
         from_recorded = trainer._per_token_kl(output)
         trainer.sampled_logps_exact = False
-        from_pass = trainer._per_token_kl(output)
-    finally:
-        trainer.ref_policy, trainer.sampled_logps_exact = original, True
+        try:
+            from_pass = trainer._per_token_kl(output)
+        finally:
+            trainer.sampled_logps_exact = True
     assert float(from_pass.abs().max()) > 1e-3
     assert float((from_recorded - from_pass).abs().max()) < 2e-5
 

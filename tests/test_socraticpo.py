@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import compose, run_dirs
+from conftest import compose, perturbed_reference, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -358,16 +358,9 @@ def test_rollout_folds_the_kl_into_the_returns_before_normalising(rollout_traine
     import torch
 
     trainer, output, _, _ = rollout_trainer
-    original = trainer.ref_policy
-    trainer.ref_policy = frozen_copy(original)
-    with torch.no_grad():
-        for parameter in trainer.ref_policy.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
-    try:
+    with perturbed_reference(trainer):
         kl = trainer._per_token_kl(output)
         advantages = trainer._token_advantages(output)
-    finally:
-        trainer.ref_policy = original
     ratios, weighted_sum, weighted_squares, attempts = [], 0.0, 0.0, 0
     for i, rollout in enumerate(trainer._rollouts):
         for start, end in rollout.segments:
