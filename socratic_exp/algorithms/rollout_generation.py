@@ -83,7 +83,7 @@ class SampledLogps:
 def generate_recording(trainer: Any, prompt_ids: list[list[int]]) -> tuple[list[list[int]], list[list[float]]]:
     """TRL's transformers generation of ``prompt_ids`` with each sampled token's log-probability recorded; the
     completions as TRL cuts them (up to and including the first end-of-sequence token)."""
-    continuation = Continuation(trainer, keep_cache=False)
+    continuation = Continuation(trainer, keep_cache=False, record_logps=True)
     completions = continuation.start(prompt_ids)
     return completions, continuation.last_logps
 
@@ -93,11 +93,13 @@ class Continuation:
 
     ``start(prompt_ids)`` generates the first turn of every row; ``extend(rows, added)`` generates the next turn of
     the rows listed (indices into the previous call's rows), each continuing its own last context with the tokens
-    in ``added``. ``last_logps`` holds the sampled tokens' log-probabilities of the last call."""
+    in ``added``. With ``record_logps``, ``last_logps`` holds the sampled tokens' log-probabilities of the last call
+    (a log-sum-exp over the vocabulary at every token: only where something reads them)."""
 
-    def __init__(self, trainer: Any, *, keep_cache: bool = True):
+    def __init__(self, trainer: Any, *, keep_cache: bool = True, record_logps: bool = False):
         self.trainer = trainer
         self.keep_cache = keep_cache
+        self.record_logps = record_logps
         self.cache: Any = None
         self.ids: torch.Tensor | None = None  # the last call's sequences, cached part first
         self.mask: torch.Tensor | None = None  # which of their slots each row's context uses
@@ -131,7 +133,7 @@ class Continuation:
 
         trainer = self.trainer
         device = self._device()
-        recorder = SampledLogps()
+        recorder = SampledLogps() if self.record_logps else None
         with (
             unwrap_model_for_generation(
                 trainer.model_wrapped,
@@ -148,13 +150,13 @@ class Continuation:
                 input_ids=ids.to(device),
                 attention_mask=mask.to(device),
                 generation_config=trainer.generation_config,
-                logits_processor=LogitsProcessorList([recorder.keep_scores]),
-                stopping_criteria=StoppingCriteriaList([recorder]),
+                logits_processor=LogitsProcessorList([recorder.keep_scores] if recorder else []),
+                stopping_criteria=StoppingCriteriaList([recorder] if recorder else []),
                 past_key_values=cache,
             )
         start = ids.size(1)
         completions = [_until_eos(row.tolist(), trainer.eos_token_ids) for row in sequences[:, start:].cpu()]
-        self.last_logps = recorder.rows([len(c) for c in completions])
+        self.last_logps = recorder.rows([len(c) for c in completions]) if recorder else []
         if self.keep_cache:
             self.cache = cache
             held = cache.get_seq_length() - start  # the generated tokens the cache holds (all but the last)

@@ -132,7 +132,9 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         prompt_ids, images, multimodal = self._tokenize_prompts(prompts)
         # transformers generation keeps the KV cache between the attempts and records the sampled log-probabilities
-        continuation = Continuation(self) if self._continues and images is None and not multimodal else None
+        continuation = None
+        if self._continues and images is None and not multimodal:
+            continuation = Continuation(self, record_logps=self.sampled_logps_exact)
         row_of = {i: i for i in range(len(prompts))}  # each rollout's row in the continuation's last generate call
         contexts = [list(ids) for ids in prompt_ids]
         packed: list[list[int]] = [[] for _ in prompts]
@@ -186,7 +188,7 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
                         continuation.drop_last_tokens(row_of[i], kept - len(ids))
                 start = len(packed[i])
                 packed[i] += ids
-                if continuation is not None:
+                if continuation is not None and continuation.record_logps:
                     packed_logps[i] += new_logps[j][: len(ids)]
                 env_mask[i] += [1] * len(ids)
                 rollouts[i].segments.append((start, len(packed[i])))
@@ -222,7 +224,7 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         return {
             "prompt_ids": prompt_ids,
             "completion_ids": packed,
-            "logprobs": packed_logps if continuation is not None else None,
+            "logprobs": packed_logps if continuation is not None and continuation.record_logps else None,
             "env_mask": env_mask,
             "trajectory_return": returns,
             "attempt_segments": [r.segments for r in rollouts],
