@@ -8,9 +8,11 @@ run by the suite.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,10 @@ REAL_SIZE = BENCHMARKS / "gpu_real_size.py"
 STEPS = "grpo socraticpo entropy_masked vpd qwen3_lora zero2 zero3 qwen3_real"
 
 
-def bash(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", *args], capture_output=True, text=True, timeout=30, check=False)
+def bash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", *args], capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **(env or {})}
+    )
 
 
 @pytest.mark.parametrize("script", [SMOKE, WHEELS], ids=lambda p: p.name)
@@ -60,9 +64,30 @@ def test_more_than_one_argument_is_an_error(tmp_path):
     assert not (tmp_path / "a").exists()  # refused before anything is written
 
 
-def test_the_device_command_is_written_at_the_top():
-    head = SMOKE.read_text().splitlines()[:8]
-    assert any('bash benchmarks/gpu_smoke.sh $OUT/gpu_smoke", carry=[".whl"]' in line for line in head)
+def test_the_device_commands_are_written_at_the_top_and_cover_every_step():
+    # two commands (a device command runs 10 minutes at most), each packing its log folder into one archive
+    head = "\n".join(SMOKE.read_text().splitlines()[:14])
+    commands = re.findall(r'run\(command="GPU_SMOKE_STEPS=(\S+) ', head)
+    assert [step for steps in commands for step in steps.split(",")] == STEPS.split()
+    assert head.count("GPU_SMOKE_ARCHIVE=$OUT/") == 2
+    assert head.count('carry=[".whl"], timeout_s=600)') == 2
+
+
+def test_the_archive_holds_the_log_folder_even_when_a_step_fails(tmp_path):
+    archive = tmp_path / "out" / "smoke.tar.gz"
+    env = {
+        "GPU_SMOKE_DEVICE": "cpu",
+        "GPU_SMOKE_WHEELS": "none",
+        "GPU_SMOKE_STEPS": "no_such_step",
+        "GPU_SMOKE_ARCHIVE": str(archive),
+        "GPU_SMOKE_RUNS": str(tmp_path / "runs"),
+    }
+    result = bash(str(SMOKE), str(tmp_path / "logs"), env=env)
+    assert result.returncode == 1
+    with tarfile.open(archive) as packed:
+        smoke_log = packed.extractfile("logs/smoke.log").read().decode()
+    assert "| no_such_step   | FAIL   |" in smoke_log
+    assert smoke_log.rstrip().endswith("RESULT: FAIL")
 
 
 def test_the_device_command_fits_the_device_tool():
