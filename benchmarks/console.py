@@ -42,7 +42,7 @@ def trl_logs(step: int) -> dict[str, float]:
 
 def time_display(live: bool | None) -> float:
     """Seconds per step of the display (None: no display at all, the baseline loop)."""
-    from socratic_exp.console import ProgressDisplay
+    from socratic_exp.core.console import ProgressDisplay
 
     display = None if live is None else ProgressDisplay(stream=io.StringIO(), live=live)
     logs = [trl_logs(step) for step in range(1, 101)]
@@ -101,7 +101,9 @@ def report(run_dir: str) -> None:
     times = []
     for _ in range(3):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "socratic_exp.report", run_dir], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "socratic_exp.study.report", run_dir], check=True, stdout=subprocess.DEVNULL
+        )
         times.append(time.perf_counter() - started)
     print(f"python -m socratic_exp.report {run_dir}: median {statistics.median(times):.1f} s of {times}")
 

@@ -56,8 +56,8 @@ def premises(student: str, questions: int, isas: list[str]) -> None:
 
 BUILD = """
 import sys, torch, hashlib
-from socratic_exp.assembly import build_components
-from socratic_exp.hydra_support import compose
+from socratic_exp.runtime.assembly import build_components
+from socratic_exp.core.config import compose
 c = build_components(compose("algorithm=socraticpo", "model.use_shipped=false", "model.cache_dir=" + sys.argv[1],
                              "model.warmstart_steps=" + sys.argv[2]))
 student = c.model.load(c.task)

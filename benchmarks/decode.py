@@ -132,7 +132,7 @@ def cpu_info() -> dict[str, Any]:
     """The machine: CPU model name, family/model, cores, native bf16 (with the flags that say so), torch threads."""
     import torch
 
-    from socratic_exp.run_folder import machine, versions
+    from socratic_exp.core.run_folder import machine, versions
 
     found = machine()
     flags: list[str] = []
@@ -210,8 +210,8 @@ def matmul_floor(batches: list[int], repeats: int, read_gbps: float) -> list[dic
 
 # --- 2. decoding --------------------------------------------------------------------------------------------------
 def load_student() -> Any:
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
 
     components = build_components(compose("model=smollm2_135m"))
     return components.model.load(components.task)
@@ -308,7 +308,7 @@ def decode(
 # --- 3. numerics: bfloat16 vs float32 decoding --------------------------------------------------------------------
 def gsm8k_questions(data: Path, count: int) -> list[str]:
     """The first ``count`` questions of ``data/gsm8k/test.jsonl``."""
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     path = data / "gsm8k" / "test.jsonl"
     if not path.is_file():
@@ -621,7 +621,7 @@ def default_out(info: dict[str, Any], quick: bool, command: str) -> Path:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     if args.quick:
         args.batches, args.repeats = [1, 8], 1
@@ -696,7 +696,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from socratic_exp.errors import or_exit_code
+    from socratic_exp.core.errors import or_exit_code
 
     sys.exit(or_exit_code(lambda: run(args)))
 

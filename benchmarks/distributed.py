@@ -74,10 +74,10 @@ def evaluation_seconds(processes: int) -> float:
 
 def evaluate_worker(out: Path) -> None:
     """Inside the launch: the whole held-out split of the default task, timed on every process."""
-    from socratic_exp import distributed
-    from socratic_exp.assembly import build_components
-    from socratic_exp.evaluation import Evaluator
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core import distributed
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
+    from socratic_exp.runtime.evaluation import Evaluator
 
     components = build_components(compose("algorithm=grpo", "logger=none", "teacher=none", "eval.pass_k=4"))
     student = components.model.load(components.task)
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "distributed.json")
     args = parser.parse_args()
-    from socratic_exp.run_folder import machine
+    from socratic_exp.core.run_folder import machine
 
     rows = {}
     for name in ALGORITHMS:

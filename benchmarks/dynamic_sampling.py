@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from socratic_exp.run_folder import machine, read_metrics, read_summary
+from socratic_exp.core.run_folder import machine, read_metrics, read_summary
 from socratic_exp.study.tables import format_mean_std, markdown_table
 
 ARMS = {

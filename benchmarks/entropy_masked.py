@@ -25,8 +25,8 @@ from pathlib import Path
 from paired_trainers import build_trainers
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
-from socratic_exp.assembly import build_components, workbench
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components, workbench
 
 REPEATS, WARMUP = 40, 2
 

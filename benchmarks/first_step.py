@@ -28,7 +28,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from socratic_exp.run_folder import git_commit, machine
+from socratic_exp.core.run_folder import git_commit, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "experiment=smollm2_cpu"
@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="more overrides, e.g. algorithm=grpo")
     args = parser.parse_args()
 
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
 
     preset = compose(args.preset, *args.overrides)
     with tempfile.TemporaryDirectory() as run_dir:

@@ -21,8 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.assembly import build_components, build_trainer, workbench
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components, build_trainer, workbench
 from socratic_exp.study.runs import find_runs
 from socratic_exp.study.tables import format_mean_std
 

@@ -173,9 +173,9 @@ def overrides_for(algorithm: str, model: Path, device: str, bf16: bool, sizes: d
 def planner_figure(overrides: list[str], device: str, bf16: bool, out: Path, algorithm: str) -> dict[str, Any]:
     """The planner's per-process bytes for the run's config, or why there are none ("n/a")."""
     try:
-        from socratic_exp.assembly import build_components
-        from socratic_exp.hydra_support import compose
+        from socratic_exp.core.config import compose
         from socratic_exp.models.memory import plan_memory
+        from socratic_exp.runtime.assembly import build_components
 
         plan = plan_memory(
             build_components(compose(*overrides)),

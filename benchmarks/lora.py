@@ -31,8 +31,8 @@ from pathlib import Path
 
 from paired_trainers import build_trainers
 
-from socratic_exp.assembly import build_components, build_trainer, workbench
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components, build_trainer, workbench
 
 WARMUP = 1
 ALGORITHMS = {  # name -> overrides; socraticpo guides itself (teacher=llm: the student, adapters on)

@@ -13,13 +13,13 @@ from pathlib import Path
 from paired_trainers import on_own_copy  # benchmarks/ is on the path of a script run from it
 from transformers import TrainerCallback
 
-from socratic_exp.assembly import Workbench, build_components, build_trainer, workbench
-from socratic_exp.callbacks import CollapseGuard, RunCallbacks
-from socratic_exp.console import ProgressDisplay
-from socratic_exp.evaluation import Evaluator
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.core.console import ProgressDisplay
+from socratic_exp.core.run_folder import MetricsFile, MetricsSink
 from socratic_exp.loggers.base import Logger
-from socratic_exp.run_folder import MetricsFile, MetricsSink
+from socratic_exp.runtime.assembly import Workbench, build_components, build_trainer, workbench
+from socratic_exp.runtime.callbacks import CollapseGuard, RunCallbacks
+from socratic_exp.runtime.evaluation import Evaluator
 
 STEPS, BLOCKS = 15, 3
 

@@ -1,5 +1,5 @@
 """Trainers of several configurations on copies of one student, built as a run builds its trainer
-(``socratic_exp.assembly``), and whole steps of them timed in pairs, for benchmarks that compare their steps."""
+(``socratic_exp.runtime.assembly``), and whole steps of them timed in pairs, for benchmarks that compare their steps."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.assembly import Workbench, build_trainer
+from socratic_exp.runtime.assembly import Workbench, build_trainer
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 
 def on_own_copy(bench: Workbench, components: Components | None = None) -> Workbench:

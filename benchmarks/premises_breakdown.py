@@ -13,8 +13,8 @@ import statistics
 import sys
 
 from socratic_exp.algorithms.socraticpo.evidence import retries
-from socratic_exp.assembly import build_components
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components
 from socratic_exp.study.premises import Bench
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.diagnosis import diagnose

@@ -14,8 +14,8 @@ import json
 import statistics
 from pathlib import Path
 
-from socratic_exp.assembly import build_components
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components
 from socratic_exp.study.premises import measure, promises, verdicts
 
 RESULTS = Path(__file__).resolve().parent / "results"

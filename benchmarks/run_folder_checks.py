@@ -11,8 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from socratic_exp.core.run_folder import claim_run_folder, machine, release_run_folder
 from socratic_exp.models.tiny.shipped import WEIGHTS, check_weights, shipped_students
-from socratic_exp.run_folder import claim_run_folder, machine, release_run_folder
 
 REPEATS = 50
 

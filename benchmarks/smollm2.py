@@ -47,7 +47,7 @@ from typing import Any
 
 from paired_trainers import build_trainers, paired_steps  # benchmarks/ is on the path of a script run from it
 
-from socratic_exp.assembly import build_trainer, workbench
+from socratic_exp.runtime.assembly import build_trainer, workbench
 
 ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = {
@@ -81,9 +81,9 @@ def data_overrides(data: Path, task: str = "gsm8k") -> list[str]:
 
 # --- accuracy ----------------------------------------------------------------------------------------------------
 def accuracy(args: argparse.Namespace) -> None:
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
     from socratic_exp.models.generation import generate
+    from socratic_exp.runtime.assembly import build_components
 
     student = None
     records = []
@@ -158,9 +158,9 @@ CANDIDATES = {
 
 
 def start(args: argparse.Namespace) -> None:
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
     from socratic_exp.models.generation import generate
+    from socratic_exp.runtime.assembly import build_components
 
     student = None
     results = {}
@@ -209,7 +209,7 @@ def start(args: argparse.Namespace) -> None:
 
 
 def learning(args: argparse.Namespace) -> None:
-    from socratic_exp.run_folder import read_metrics, read_summary
+    from socratic_exp.core.run_folder import read_metrics, read_summary
 
     # t(0.975, df) for the 95% interval of a mean over n = df + 1 seeds
     t975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -283,14 +283,14 @@ def arms(lora_r: int | None, names: list[str] | None = None) -> dict[str, list[s
 
 
 def has_lora() -> bool:
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
 
     return "lora" in compose("model=smollm2_135m").model
 
 
 def components_for(overrides: list[str], data: Path, extra: list[str]) -> Any:
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
 
     return build_components(compose("model=smollm2_135m", *data_overrides(data), *BATCH, *overrides, *extra))
 

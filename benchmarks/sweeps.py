@@ -1,7 +1,7 @@
 """Sweeps and reports: a sweep's wall time with jobs in parallel vs one after another, and the report's time.
 
     python benchmarks/sweeps.py wall-time [--also-2-threads] [overrides]   # 4 jobs (seed=0..3): n_jobs=2 vs 1
-    python benchmarks/sweeps.py report-time [runs] [steps]   # socratic_exp.report on fabricated runs (100, 400 steps)
+    python benchmarks/sweeps.py report-time [runs] [steps]   # the report on fabricated runs (100, 400 steps)
 
 ``wall-time`` runs the same 4-job sweep with ``hydra.launcher.n_jobs=1`` (one job at a time, 1 thread) and
 ``n_jobs=2`` (two at a time, 1 thread each; ``--also-2-threads``: then one at a time with 2 threads), in fresh output
@@ -115,7 +115,7 @@ def report_time(runs: int, steps: int) -> None:
         fabricate(sweep, runs, steps)
         lines = sum(1 for _ in (sweep / "0" / "metrics.jsonl").open())
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "socratic_exp.report", str(sweep)], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "socratic_exp.study.report", str(sweep)], capture_output=True,
                               text=True, cwd=ROOT)  # fmt: skip
         elapsed = time.perf_counter() - started
         if proc.returncode != 0:

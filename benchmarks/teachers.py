@@ -57,9 +57,9 @@ class FixedRetry(Teacher):
 
 
 def guidance(overrides: list[str]) -> None:
-    from socratic_exp.assembly import build_components
-    from socratic_exp.evaluation import Evaluator
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
+    from socratic_exp.runtime.evaluation import Evaluator
     from socratic_exp.teachers.llm import LLMTeacher
     from socratic_exp.teachers.rule import RuleTeacher
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from paired_trainers import build_trainers, paired_steps
 
-from socratic_exp.assembly import build_components, build_trainer, workbench
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components, build_trainer, workbench
 from socratic_exp.study.curves import mean_curve
 from socratic_exp.study.runs import find_runs
 from socratic_exp.study.tables import format_mean_std

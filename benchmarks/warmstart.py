@@ -11,10 +11,10 @@ import random
 import sys
 import time
 
-from socratic_exp.assembly import build_components
-from socratic_exp.evaluation import Evaluator
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
 from socratic_exp.models.generation import generate
+from socratic_exp.runtime.assembly import build_components
+from socratic_exp.runtime.evaluation import Evaluator
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import PRINCIPLES, guidance_for, prompt_for
 

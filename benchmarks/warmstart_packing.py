@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import torch
 
-from socratic_exp.assembly import build_components
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
 from socratic_exp.models.tiny.warmstart import PackingCollator, encode_examples
+from socratic_exp.runtime.assembly import build_components
 
 WARMUP_STEPS = 3
 

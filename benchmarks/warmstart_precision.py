@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 import tempfile
 
-from socratic_exp.assembly import build_components
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import build_components
 
 
 def main() -> None:

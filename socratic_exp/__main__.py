@@ -7,8 +7,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from socratic_exp.hydra_support import config_dir, register_resolvers, register_sweeps, report_hydra_errors_in_one_line
-from socratic_exp.secrets import protect_console
+from socratic_exp.core.config import config_dir, register_resolvers, register_sweeps, report_hydra_errors_in_one_line
+from socratic_exp.core.secrets import protect_console
 
 protect_console(sys.argv[1:])  # first: Hydra's errors about an override echo it, secret and all
 register_resolvers()

@@ -1,5 +1,6 @@
 """Shared fixtures: composing configs in-process, running the app in a subprocess or in process with isolated
-folders, and one completed run for the tests that read a run folder (with ``socratic_exp.run_folder``'s readers)."""
+folders, and one completed run for the tests that read a run folder (with the readers of
+``socratic_exp.core.run_folder``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0):
     # threads spin instead of working (a student builds bit-identically on 1 or 2 threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
-from socratic_exp.hydra_support import compose  # noqa: F401  (re-exported for the tests)
+from socratic_exp.core.config import compose  # noqa: F401  (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
@@ -109,7 +110,7 @@ def run_in_process(tmp_path, cache_dir, monkeypatch, capfd):
     from hydra.core.global_hydra import GlobalHydra
 
     from socratic_exp import __main__ as entry
-    from socratic_exp.console import SHOWN, filter_dependency_noise
+    from socratic_exp.core.console import SHOWN, filter_dependency_noise
 
     def run(*overrides: str) -> tuple[subprocess.CompletedProcess, Path]:
         outputs = tmp_path / "outputs"

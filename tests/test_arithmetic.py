@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import ArithmeticTask, extract_answer, guidance_for
 from socratic_exp.tasks.diagnosis import diagnose

@@ -9,9 +9,9 @@ import zipfile
 import pytest
 from conftest import CONF, ROOT, compose, run_dirs
 
-from socratic_exp.assembly import GROUPS, build_components
-from socratic_exp.errors import ConfigError, UserError
-from socratic_exp.run_folder import read_summary
+from socratic_exp.core.errors import ConfigError, UserError
+from socratic_exp.core.run_folder import read_summary
+from socratic_exp.runtime.assembly import GROUPS, build_components
 
 OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF / group).glob("*.yaml"))]
 OVERLAYS = [(kind, path.stem) for kind in ("experiment", "debug") for path in sorted((CONF / kind).glob("*.yaml"))]
@@ -180,8 +180,8 @@ def test_bad_inputs_fail_with_their_message(overrides, message):
 def test_validation_does_not_import_heavy_libraries():
     every_option = [[f"{group}={option}", *REQUIRED_VALUES.get(option, [])] for group, option in OPTIONS]
     code = (
-        "import sys; from socratic_exp.hydra_support import compose;"
-        "from socratic_exp.assembly import build_components;"
+        "import sys; from socratic_exp.core.config import compose;"
+        "from socratic_exp.runtime.assembly import build_components;"
         f"[build_components(compose(*overrides)) for overrides in {every_option!r}];"
         "heavy = [m for m in ('torch', 'transformers', 'trl', 'wandb', 'datasets', 'openai') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"

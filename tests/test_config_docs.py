@@ -21,10 +21,10 @@ import pytest
 import yaml
 from conftest import CONF, ROOT, compose
 
-from socratic_exp.assembly import build_components
-from socratic_exp.component import Component, _accepts, _nested_component, setting
-from socratic_exp.config_help import SECTIONS, TOP_LEVEL_HELP, annotated_config
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.component import Component, _accepts, _nested_component, setting
+from socratic_exp.core.config_help import SECTIONS, TOP_LEVEL_HELP, annotated_config
+from socratic_exp.core.errors import ConfigError
+from socratic_exp.runtime.assembly import build_components
 
 YAMLS = sorted(CONF.rglob("*.yaml"))
 
@@ -171,7 +171,7 @@ def test_the_walk_finds_the_options():
     assert {
         "socratic_exp.algorithms.grpo.config.GRPO",
         "socratic_exp.algorithms.base.Algorithm",
-        "socratic_exp.evaluation.EvalSettings",
+        "socratic_exp.runtime.evaluation.EvalSettings",
         "socratic_exp.tasks.benchmark.BenchmarkTask",
         "socratic_exp.teachers.base.Teacher",
         "socratic_exp.models.tiny.TinyModel",

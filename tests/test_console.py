@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from socratic_exp import console
-from socratic_exp.console import EVAL_LOG, PROGRESS_LOG, ProgressDisplay, Signal, evaluation_line
+from socratic_exp.core import console
+from socratic_exp.core.console import EVAL_LOG, PROGRESS_LOG, ProgressDisplay, Signal, evaluation_line
 
 SOCRATICPO = {
     "socraticpo/unassisted_acc": 0.5,
@@ -199,7 +199,7 @@ def test_dependency_deprecations_are_filtered_but_ours_and_real_warnings_stay(mo
 
 # --- in a run -----------------------------------------------------------------------------------------------------
 def test_log_records_lose_the_secrets_of_the_command_line(caplog):
-    from socratic_exp.secrets import redact_logs
+    from socratic_exp.core.secrets import redact_logs
 
     caplog.set_level(logging.INFO)
     redact_logs(["hf_CANARYlog1234"])
@@ -277,8 +277,8 @@ def test_a_large_student_announces_its_load_and_checkpoints_and_a_small_one_stay
     after its logs (and evaluation), then the time the save took."""
     from types import SimpleNamespace
 
-    from socratic_exp.callbacks import CheckpointNoticeCallback, announce_load
     from socratic_exp.models.base import Student
+    from socratic_exp.runtime.callbacks import CheckpointNoticeCallback, announce_load
 
     display, _, caplog = plain
     smollm2, tiny = _Model(134_515_008), _Model(49_999_999)

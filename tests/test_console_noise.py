@@ -14,9 +14,9 @@ import pytest
 from conftest import run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.console import END_LOG, EVAL_LOG, PROGRESS_LOG, STEP_LOG, ProgressDisplay, quiet_console
-from socratic_exp.errors import ConfigError
-from socratic_exp.lifecycle import Job, end_failed
+from socratic_exp.core.console import END_LOG, EVAL_LOG, PROGRESS_LOG, STEP_LOG, ProgressDisplay, quiet_console
+from socratic_exp.core.errors import ConfigError
+from socratic_exp.runtime.lifecycle import Job, end_failed
 from socratic_exp.teachers.blackbox import BlackboxTeacher
 
 HTTP = "HTTP Request: POST "  # httpx's line per request the openai client sends
@@ -186,7 +186,7 @@ def test_the_libraries_with_handlers_of_their_own_log_through_the_run(capsys, tm
     import datasets  # noqa: F401 - its logger's handler is made at import
     import transformers
 
-    from socratic_exp.console import route_library_logs
+    from socratic_exp.core.console import route_library_logs
 
     log_file = tmp_path / "socratic_exp.log"
     saved = {name: list(logging.getLogger(name).handlers) for name in ("datasets", "huggingface_hub")}

@@ -19,7 +19,7 @@ import pytest
 from conftest import interrupt_after_step_2, run_dirs
 from launch_helpers import free_port, torchrun, torchrun_two_nodes
 
-from socratic_exp.run_folder import read_jsonl, read_metrics, read_summary
+from socratic_exp.core.run_folder import read_jsonl, read_metrics, read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 # 2 optimizer steps, a held-out evaluation before, after each step (eval.every_steps=1) and after training, a

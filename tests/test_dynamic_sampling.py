@@ -10,9 +10,9 @@ import random
 import pytest
 
 from socratic_exp.algorithms.grpo.dynamic_sampling import BatchFiller, has_signal
-from socratic_exp.assembly import build_components, trainer_from
-from socratic_exp.errors import ConfigError
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.core.errors import ConfigError
+from socratic_exp.runtime.assembly import build_components, trainer_from
 from socratic_exp.samplers.uniform import UniformSampler
 
 FAST = ("debug=fast", "logger=none", "algorithm.log_completions=false")
@@ -230,7 +230,7 @@ def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
     import torch
     from conftest import interrupt_after_step_2, run_dirs
 
-    from socratic_exp.run_folder import read_metrics, read_summary
+    from socratic_exp.core.run_folder import read_metrics, read_summary
     from socratic_exp.samplers.base import STATE_FILE
 
     overrides = ("algorithm=grpo", "algorithm.dynamic_sampling={max_rounds:4}", "debug=quick_warmstart", "logger=none")

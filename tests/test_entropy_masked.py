@@ -23,10 +23,10 @@ from socratic_exp.algorithms.entropy_masked.mask import (
     token_weights,
 )
 from socratic_exp.algorithms.grpo.config import GRPO
-from socratic_exp.assembly import build_components
-from socratic_exp.errors import ConfigError
-from socratic_exp.hydra_support import sweeps_dir
-from socratic_exp.run_folder import read_jsonl, read_metrics
+from socratic_exp.core.config import sweeps_dir
+from socratic_exp.core.errors import ConfigError
+from socratic_exp.core.run_folder import read_jsonl, read_metrics
+from socratic_exp.runtime.assembly import build_components
 
 
 def brute_force_top(scores: list[float], k: int) -> set[int]:

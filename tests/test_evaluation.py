@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from socratic_exp.evaluation import EvalSettings, Evaluator
 from socratic_exp.models.base import Student
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
 from socratic_exp.models.tiny import TinyModel
+from socratic_exp.runtime.evaluation import EvalSettings, Evaluator
 from socratic_exp.tasks.arithmetic import ArithmeticTask
 
 
@@ -40,8 +40,8 @@ def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(
     timings): a real model's evaluation takes minutes, and was silent."""
     import logging
 
-    from socratic_exp import console
-    from socratic_exp.console import PROGRESS_LOG
+    from socratic_exp.core import console
+    from socratic_exp.core.console import PROGRESS_LOG
     from socratic_exp.teachers.rule import RuleTeacher
 
     caplog.set_level(logging.INFO, logger=PROGRESS_LOG)
@@ -63,7 +63,7 @@ def test_every_pass_of_an_evaluation_reports_its_questions_as_they_are_answered(
 def test_an_unassisted_evaluation_before_training_asks_no_teacher_and_the_table_shows_a_dash():
     """``eval.assisted_before_training=false``: the same questions, greedy only; the before/after table has no
     'before' for the assisted accuracy."""
-    from socratic_exp.console import result_table
+    from socratic_exp.core.console import result_table
 
     class CountingTeacher:
         calls = 0

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT, compose
 
-from socratic_exp import report
-from socratic_exp.assembly import build_components
-from socratic_exp.callbacks import TRAIN_CLOCK, PeriodicEvalCallback, TrainClock
+from socratic_exp.runtime.assembly import build_components
+from socratic_exp.runtime.callbacks import TRAIN_CLOCK, PeriodicEvalCallback, TrainClock
+from socratic_exp.study import report
 from socratic_exp.study.evidence import Interval, claims, paired_interval, t_quantile, verdict, write_scoreboard
 from socratic_exp.study.runs import find_runs
 

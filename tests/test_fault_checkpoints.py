@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import assert_refused, completed_in, copy_run, run_dirs
 
-from socratic_exp.checkpoints import checkpoint_problem, last_checkpoint
-from socratic_exp.errors import UserError
-from socratic_exp.hydra_support import find_interrupted_run
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.core.checkpoints import checkpoint_problem, last_checkpoint
+from socratic_exp.core.config import find_interrupted_run
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import read_metrics, read_summary
 
 pytestmark = pytest.mark.fault
 

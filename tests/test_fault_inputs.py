@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import app_in, assert_refused
 
-from socratic_exp.errors import UserError
-from socratic_exp.run_folder import read_summary
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import read_summary
 from socratic_exp.tasks.aime24 import Aime24Task
 from socratic_exp.tasks.aime25 import Aime25Task
 from socratic_exp.tasks.amc23 import Amc23Task
@@ -217,7 +217,7 @@ def test_an_unknown_top_level_key_added_with_a_plus_is_refused(run_app, override
 def test_a_file_error_names_the_run_folder_only_when_it_is_one(tmp_path, monkeypatch, fault, expected):
     """Hydra's stage (before the run reports its own failures): a file inside the pinned run folder, or elsewhere,
     is named as a file; only a run folder is called one."""
-    from socratic_exp.hydra_support import hydra_error_line
+    from socratic_exp.core.config import hydra_error_line
 
     places = {"run": tmp_path / "run", "tmp": tmp_path, "outputs": tmp_path / "outputs"}
     monkeypatch.setenv("SOCRATIC_EXP_RUN_DIR", str(places["run"]))
@@ -337,7 +337,7 @@ def _in_the_way(run_dir: Path, what: str) -> OSError:
     ],
 )  # fmt: skip
 def test_each_file_system_fault_ends_the_run_as_the_users_error(tmp_path, capfd, kind, expected):
-    from socratic_exp.lifecycle import Job, end_failed
+    from socratic_exp.runtime.lifecycle import Job, end_failed
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -359,7 +359,7 @@ def test_each_file_system_fault_ends_the_run_as_the_users_error(tmp_path, capfd,
 
 
 def test_another_os_error_is_still_a_bug(tmp_path, capfd):
-    from socratic_exp.lifecycle import Job, end_failed
+    from socratic_exp.runtime.lifecycle import Job, end_failed
 
     job = Job(run_dir=tmp_path, multirun=False, overrides=[], choices={}, is_main=True)
     with pytest.raises(SystemExit) as exited:

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import COMPLETED_RUN, app_environment, assert_refused, copy_run, interrupt_after_step_2
 
-from socratic_exp.lifecycle import experiment_differences
-from socratic_exp.run_folder import (
+from socratic_exp.core.run_folder import (
     FolderRefused,
     claim_run_folder,
     lock_holder,
@@ -25,6 +24,7 @@ from socratic_exp.run_folder import (
     read_summary,
     release_run_folder,
 )
+from socratic_exp.runtime.lifecycle import experiment_differences
 
 pytestmark = pytest.mark.fault
 RUN_DIR_ENV = "SOCRATIC_EXP_RUN_DIR"
@@ -128,7 +128,7 @@ def test_a_second_process_is_refused_while_the_folder_is_held_and_writes_nothing
 def test_a_lock_ends_with_its_process_even_a_killed_one(tmp_path):
     folder = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from socratic_exp.run_folder import claim_run_folder; "
+        [sys.executable, "-c", "import sys, time; from socratic_exp.core.run_folder import claim_run_folder; "
          "claim_run_folder(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(folder)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

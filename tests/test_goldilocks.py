@@ -11,9 +11,9 @@ import pytest
 from conftest import compose, interrupt_after_step_2, run_dirs
 from omegaconf import OmegaConf
 
-from socratic_exp.assembly import build_components
-from socratic_exp.errors import UserError
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import read_metrics, read_summary
+from socratic_exp.runtime.assembly import build_components
 from socratic_exp.samplers.base import STATE_FILE, GroupStats, group_rewards, utility
 from socratic_exp.samplers.goldilocks import sampler as runtime
 from socratic_exp.samplers.goldilocks.config import GoldilocksSampler
@@ -27,7 +27,7 @@ from socratic_exp.samplers.goldilocks.predictor import (
 from socratic_exp.samplers.goldilocks.sampler import GoldilocksSelector
 from socratic_exp.samplers.goldilocks.selector import best_of_each, candidate_groups, ranked, top_of_pool
 from socratic_exp.samplers.uniform import UniformSampler
-from socratic_exp.sweep_grid import job_overrides
+from socratic_exp.sweeps.grid import job_overrides
 
 # --- the target and the group statistics --------------------------------------------------------------------------
 

@@ -20,7 +20,10 @@ def module_name(path: Path) -> str:
 
 def imports(path: Path, top_level_only: bool) -> set[str]:
     """The socratic_exp modules ``path`` imports (``from a import b`` counts as ``a`` and, if a module, ``a.b``)."""
-    tree = ast.parse(path.read_text())
+    return imports_in(ast.parse(path.read_text()), top_level_only)
+
+
+def imports_in(tree: ast.Module, top_level_only: bool) -> set[str]:
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     found: set[str] = set()
     for node in nodes:
@@ -111,6 +114,11 @@ METHOD_GROUPS = ("algorithms", "samplers")
 BASE_ALGORITHM = "grpo"  # TRL's GRPO, which every algorithm extends: its name is also TRL's loss type and the baseline
 
 
+# A config group that only one method uses is that method's, though it stays where the user sees it (conf/<group>/
+# beside socratic_exp/<group>/): the distillers are Socratic-RL's distillation step, run by its TRL phases.
+METHOD_OWNED_GROUPS = {"distillers": "socratic_rl"}
+
+
 def method_folders() -> dict[str, Path]:
     return {
         folder.name: folder
@@ -118,6 +126,14 @@ def method_folders() -> dict[str, Path]:
         for folder in sorted((PACKAGE / group).iterdir())
         if (folder / "__init__.py").is_file()
     }
+
+
+def owned_by(path: Path) -> str | None:
+    """The method whose folder (or method-owned group) holds ``path``."""
+    relative = path.relative_to(PACKAGE).parts
+    if relative[0] in METHOD_GROUPS and len(relative) > 2:
+        return relative[1]
+    return METHOD_OWNED_GROUPS.get(relative[0])
 
 
 def method_mentions(source: str, names: list[str]) -> list[tuple[int, str]]:
@@ -151,11 +167,11 @@ y = "entropy_masking"  # not a method: entropy_masked is
 
 def test_no_shared_module_names_a_method():
     """Console, report, study, run, callbacks, teachers, tasks...: what a method is lives in its folder, found there
-    by ``socratic_exp.methods``; so adding a method touches its folder, its YAMLs and its docs page only."""
+    by ``socratic_exp.core.methods``; so adding a method touches its folder, its YAMLs and its docs page only."""
     folders = method_folders()
     assert {"socraticpo", "vpd", "sdpo", "socratic_rl", "entropy_masked", "goldilocks"} <= set(folders)
     names = [name for name in folders if name != BASE_ALGORITHM]
-    shared = [p for p in PACKAGE.rglob("*.py") if not any(f in p.parents for f in folders.values())]
+    shared = [p for p in PACKAGE.rglob("*.py") if owned_by(p) is None]
     assert len(shared) > 60
     offenders = {
         str(path.relative_to(PACKAGE)): mentions
@@ -167,7 +183,7 @@ def test_no_shared_module_names_a_method():
 
 @pytest.mark.parametrize("kind", ["telemetry", "evidence"])
 def test_the_methods_own_modules_are_found_in_their_folders(kind):
-    from socratic_exp.methods import method_modules
+    from socratic_exp.core.methods import method_modules
 
     found = {module.__name__.split(".")[-2] for module in method_modules(kind)}
     expected = {
@@ -204,7 +220,7 @@ def test_only_the_teachers_package_names_a_teacher_class():
 def test_shared_modules_do_not_reach_into_a_method():
     """A module outside ``algorithms/`` imports no method's package (``algorithms.base`` and ``algorithms.trl_batch``
     are shared), and none outside ``samplers/<option>/`` imports that sampler's package. (One method's package may
-    build on another's: a cross-method dependency, not a shared module's.)"""
+    build on another's: a cross-method dependency, not a shared module's; a method-owned group is its method's.)"""
     methods = [f"socratic_exp.algorithms.{method}" for method in METHODS]
     samplers = [module_name(p) for p in (PACKAGE / "samplers").glob("*/__init__.py")]
 
@@ -215,6 +231,8 @@ def test_shared_modules_do_not_reach_into_a_method():
     for path in PACKAGE.rglob("*.py"):
         name = module_name(path)
         own = [*methods] if within(name, "socratic_exp.algorithms") else []
+        if owned_by(path) is not None:
+            own.append(f"socratic_exp.algorithms.{owned_by(path)}")
         packages = [package for package in [*methods, *samplers] if package not in own and not within(name, package)]
         found = {i for i in imports(path, top_level_only=False) if any(within(i, package) for package in packages)}
         if found:
@@ -222,37 +240,106 @@ def test_shared_modules_do_not_reach_into_a_method():
     assert samplers and offenders == {}
 
 
-# --- clean dependencies ------------------------------------------------------------------------------------------
-# The package root: entry points and the pieces every part of a run shares, each for one reason.
+# --- rooms: what each part of the package owns and may import -------------------------------------------------------
+# The package root holds the entry points only; every other module lives in a room, and a room imports only the rooms
+# below it (lazy imports included; ``if TYPE_CHECKING:`` imports never run and do not count). A command's
+# ``__main__.py`` inside a room is an entry point too, like the root's modules.
 ROOT_MODULES = {
     "__init__": "the package",
     "__main__": "python -m socratic_exp: the Hydra app",
-    "run": "one run, as a data path: compose, build, train, evaluate, write",
-    "lifecycle": "the run's lifecycle around that path: signals, exit codes, failure records, resume checks",
-    "assembly": "from a config to its components and to a trainer (the run, tests and benchmarks build here)",
-    "component": "the base of every option: its settings, their help and their ranges",
-    "errors": "the errors a user sees, one line each",
-    "methods": "each method's own modules, found in the method folders",
-    "callbacks": "the run's trainer callbacks",
-    "evaluation": "held-out evaluation",
-    "run_folder": "the run folder: what is written there and read back, and its one owner",
-    "checkpoints": "a run folder's checkpoints: the one a run resumes from, whether each can be read",
-    "console": "what a run shows on the terminal",
-    "secrets": "secrets found and redacted, everywhere they could be written",
-    "distributed": "several processes: who writes, what is gathered",
-    "trl_phases": "short TRL phases inside a run (distillations, a teacher's meta-updates)",
-    "hydra_support": "Hydra glue: where configs and sweeps live, the run-folder resolver behind resume, compose()",
-    "config_help": "--help: each key's help and range",
-    "launcher": "the sweep launcher: a process per job, several processes per job",
-    "report": "python -m socratic_exp.report: comparing runs",
-    "requirements": "what a setting needs of the machine and its files, checked before anything loads",
-    "sweep_grid": "what a paper sweep needs of its setup (refused pairs), and the jobs a launch runs",
+    "run": "one run, as its five stages",
+    "report": "python -m socratic_exp.report: the study's report command",
+}
+MAX_ROOT_MODULES = 8
+CONFIG_GROUPS = ("tasks", "models", "teachers", "samplers", "distillers", "loggers", "algorithms")
+ROOMS = {  # a room: the rooms it may import besides its own
+    "core": set(),
+    "groups": {"core"},  # the config groups (CONFIG_GROUPS), which build on each other
+    "runtime": {"core", "groups"},
+    "study": {"core", "groups", "runtime"},
+    "sweeps": {"core", "groups", "runtime", "study"},
 }
 
 
-def test_the_package_root_holds_entry_points_and_shared_pieces_only():
-    """A new module at the root is a decision: put it in the package it serves, or say here why it is shared."""
+def running_imports(path: Path) -> set[str]:
+    """The socratic_exp modules ``path`` imports anywhere (functions included), except under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            node.body = [ast.Pass()]
+    return imports_in(tree, top_level_only=False)
+
+
+STUDY_MODULES_OF_A_METHOD = ("telemetry", "evidence")  # in the method's folder, read by the study
+
+
+def room_of(module: str) -> str | None:
+    """The room of a module, or None for an entry point (a root module or a command's ``__main__``)."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[-1] == "__main__" or (len(parts) == 2 and not (PACKAGE / parts[1]).is_dir()):
+        return None
+    if parts[-1] in STUDY_MODULES_OF_A_METHOD and parts[1] in ("algorithms", "samplers"):
+        return "study"
+    return "groups" if parts[1] in CONFIG_GROUPS else parts[1]
+
+
+def test_the_package_root_holds_entry_points_only():
+    """A new module at the root is a decision: put it in the room it serves."""
     assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(ROOT_MODULES)
+    assert len(ROOT_MODULES) <= MAX_ROOT_MODULES
+
+
+@pytest.mark.parametrize("room", sorted(set(ROOMS) - {"groups"}))
+def test_each_room_says_what_it_owns_and_may_import(room):
+    doc = ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or ""
+    assert "Owns" in doc and "May import" in doc, doc
+    allowed = ROOMS[room]
+    may_import = doc.split("May import", 1)[1].split("never", 1)[0]
+    for other in set(ROOMS) - {room}:
+        named = f"``{other}``" in may_import if other != "groups" else "config groups" in may_import
+        assert named == (other in allowed), (room, other)
+
+
+def test_every_module_lives_in_a_room():
+    rooms = {room_of(module_name(p)) for p in PACKAGE.rglob("*.py")} - {None}
+    assert rooms == set(ROOMS)
+
+
+def test_a_room_imports_only_the_rooms_below_it():
+    offenders = {}
+    for path in PACKAGE.rglob("*.py"):
+        room = room_of(module_name(path))
+        if room is None:
+            continue
+        allowed = {room, *ROOMS[room]}
+        wrong = sorted(i for i in running_imports(path) if room_of(i) not in allowed and i != "socratic_exp")
+        if wrong:
+            offenders[module_name(path)] = wrong
+    assert offenders == {}
+
+
+def test_rooms_are_read_from_module_names():
+    assert room_of("socratic_exp.runtime.assembly") == "runtime"
+    assert room_of("socratic_exp.models.memory.__main__") is None
+    assert room_of("socratic_exp.algorithms.grpo.config") == "groups"
+    assert room_of("socratic_exp.algorithms.vpd.evidence") == "study"
+    assert room_of("socratic_exp.tasks") == "groups"
+    assert room_of("socratic_exp.run") is None
+    assert "socratic_exp.runtime" not in ROOMS["groups"]  # so models -> runtime.assembly is an offence
+
+
+def method_config_and_trainer(cycle: list[str]) -> bool:
+    """A method folder's config names its trainer lazily (the trainer class is built only when the run trains), and the
+    trainer reads its config: a circle inside one method folder, by design."""
+    folders = {".".join(name.split(".")[:3]) for name in cycle}
+    return len(folders) == 1 and next(iter(folders)).startswith("socratic_exp.algorithms.")
+
+
+def test_no_import_circle_lazy_imports_included():
+    graph = {module_name(p): running_imports(p) for p in PACKAGE.rglob("*.py")}
+    assert sum(map(len, graph.values())) > 100
+    cycles = [cycle for cycle in find_cycles(graph) if not method_config_and_trainer(cycle)]
+    assert cycles == []
 
 
 def test_generation_lives_under_models_and_secrets_in_one_module():
@@ -263,12 +350,16 @@ def test_generation_lives_under_models_and_secrets_in_one_module():
         for p in PACKAGE.rglob("*.py")
         if "socratic_exp.models.generation" in imports(p, top_level_only=False)
     }
-    assert {"socratic_exp.evaluation", "socratic_exp.teachers.llm", "socratic_exp.study.premises"} <= generation_users
+    assert {
+        "socratic_exp.runtime.evaluation",
+        "socratic_exp.teachers.llm",
+        "socratic_exp.study.premises",
+    } <= generation_users
     through_evaluation = sorted(
         module_name(p)
         for p in PACKAGE.rglob("*.py")
         if module_name(p).startswith(("socratic_exp.teachers", "socratic_exp.distillers", "socratic_exp.study"))
-        and "socratic_exp.evaluation" in imports(p, top_level_only=False)
+        and "socratic_exp.runtime.evaluation" in imports(p, top_level_only=False)
     )
     assert through_evaluation == []
     redactors = sorted(
@@ -277,6 +368,6 @@ def test_generation_lives_under_models_and_secrets_in_one_module():
         for node in ast.walk(ast.parse(p.read_text()))
         if isinstance(node, ast.FunctionDef)
         and ("redact" in node.name or "scrub" in node.name)
-        and module_name(p) != "socratic_exp.secrets"
+        and module_name(p) != "socratic_exp.core.secrets"
     )
     assert redactors == []

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, compose, interrupt_after_step_2, run_dirs
 
-from socratic_exp.assembly import build_components
-from socratic_exp.errors import ConfigError
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.core.errors import ConfigError
+from socratic_exp.core.run_folder import read_metrics, read_summary
+from socratic_exp.runtime.assembly import build_components
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -49,8 +49,8 @@ def test_every_model_option_declares_the_whole_lora_block():
 def test_composing_a_lora_config_imports_neither_peft_nor_torch():
     code = (
         "import sys\n"
-        "from socratic_exp.hydra_support import compose\n"
-        "from socratic_exp.assembly import build_components\n"
+        "from socratic_exp.core.config import compose\n"
+        "from socratic_exp.runtime.assembly import build_components\n"
         "c = build_components(compose('model.lora.r=8', 'model.lora.target_modules=[q_proj,v_proj]'), {})\n"
         "assert c.model.lora.enabled and c.model.lora.target_modules == ['q_proj', 'v_proj']\n"
         "print(sorted(m for m in ('peft', 'torch', 'transformers', 'trl') if m in sys.modules))\n"
@@ -242,7 +242,7 @@ def test_the_ema_teacher_adapter_moves_a_share_toward_the_student():
 
 
 def test_collapse_guard_puts_the_adapter_back_and_a_step_0_snapshot_means_no_adapter():
-    from socratic_exp.callbacks import CollapseGuard
+    from socratic_exp.runtime.callbacks import CollapseGuard
 
     model, plain, _ = _peft()
     guard = CollapseGuard("acc", margin=0.1, lora=True)
@@ -276,7 +276,7 @@ def test_a_merged_save_loads_as_a_plain_model_with_the_same_logits(tmp_path):
 
 def test_a_dpo_phase_trains_the_adapter_against_a_ref_adapter_and_removes_it(tmp_path, monkeypatch):
     import socratic_exp.models.base as models_base
-    from socratic_exp.trl_phases import dpo_phase
+    from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
 
     monkeypatch.setattr(models_base, "frozen_copy", lambda *_: pytest.fail("frozen_copy called"))
     model, _, tokenizer = _peft()
@@ -298,7 +298,7 @@ def _trainer(cache_dir, algorithm, *overrides):
         f"algorithm={algorithm}", "debug=fast", "debug=quick_warmstart", "logger=none", "model.lora.r=4",
         f"model.cache_dir={cache_dir}", *overrides,
     )  # fmt: skip
-    from socratic_exp.assembly import build_trainer, workbench
+    from socratic_exp.runtime.assembly import build_trainer, workbench
 
     bench = workbench(build_components(cfg, {"algorithm": algorithm}))
     return build_trainer(bench, Path(tempfile.mkdtemp())), bench.student

@@ -19,7 +19,7 @@ import sys
 import pytest
 from conftest import compose
 
-from socratic_exp.assembly import build_components
+from socratic_exp.runtime.assembly import build_components
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

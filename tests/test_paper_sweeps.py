@@ -16,7 +16,7 @@ import pytest
 from conftest import run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.run_folder import read_summary
+from socratic_exp.core.run_folder import read_summary
 
 pytestmark = pytest.mark.slow
 TEACHER = "Qwen/Qwen3.5-27B"  # conf/teacher/qwen27b.yaml's model: the stub serves it under that name

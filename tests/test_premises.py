@@ -50,8 +50,8 @@ def test_premise_holds_over_the_five_evidence_students(promise):
 
 @pytest.fixture(scope="module")
 def default_measured_here():
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
     from socratic_exp.study.premises import measure
 
     manifest = STUDENTS["default"].manifest["premises"]
@@ -137,8 +137,8 @@ def test_the_command_measures_every_premise_shows_progress_and_writes_the_figure
 
 @pytest.mark.slow
 def test_a_task_without_reference_solutions_measures_the_margin_on_a_successful_sibling(monkeypatch):
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
     from socratic_exp.study.premises import measure
     from socratic_exp.tasks.arithmetic import ArithmeticTask
 
@@ -157,8 +157,8 @@ def test_feedback_contexts_are_laid_out_as_the_trainers_lay_them_out(chat):
 
     from socratic_exp.algorithms.sdpo import evidence as sdpo
     from socratic_exp.algorithms.socraticpo.evidence import retries
-    from socratic_exp.assembly import build_components
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.runtime.assembly import build_components
     from socratic_exp.study.premises import Bench
 
     premises = Bench(build_components(compose("algorithm=socraticpo")), SimpleNamespace(chat=chat), 8, seed=0)

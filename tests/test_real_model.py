@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import compose, run_dirs
 
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.core.run_folder import read_metrics, read_summary
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 
@@ -78,14 +78,14 @@ def overrides(cache_dir: Path, data_dir: Path, task: str = "gsm8k") -> list[str]
 
 def setup(smol, cache_dir, data_dir, *extra: str, task: str = "gsm8k"):
     """Components, a freshly loaded student (its teacher attached) and the rendered splits, as a run builds them."""
-    from socratic_exp.assembly import build_components, workbench
+    from socratic_exp.runtime.assembly import build_components, workbench
 
     return workbench(build_components(compose(*overrides(cache_dir, data_dir, task), *extra)))
 
 
 def trainer_for(smol, cache_dir, data_dir, *extra: str):
     """The algorithm's trainer on SmolLM2, outside a training loop, and two training rows per prompt group."""
-    from socratic_exp.assembly import build_trainer
+    from socratic_exp.runtime.assembly import build_trainer
 
     bench = setup(smol, cache_dir, data_dir, *extra)
     c, student, data = bench.components, bench.student, bench.data
@@ -156,8 +156,8 @@ def test_evaluation_reads_real_answers(smol, cache_dir, data_dir, monkeypatch):
     """Greedy answers to real MultiArith questions, as the evaluator generates them: plain text (no special tokens),
     within the token cap, each verdict's extracted answer read from the completion's own text, and
     ``eval/no_answer`` the share of answers it could not read."""
-    from socratic_exp import evaluation
     from socratic_exp.models.generation import generate
+    from socratic_exp.runtime import evaluation
     from socratic_exp.tasks.verifiers import NO_ANSWER_REASONS
 
     bench = setup(smol, cache_dir, data_dir, "eval.max_new_tokens=160", "eval.batch_size=2", task="multiarith")

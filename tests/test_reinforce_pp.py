@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from socratic_exp.algorithms.reinforce_pp.returns import group_centred, kl_folded_returns, normalized_returns
-from socratic_exp.assembly import build_components, trainer_from
-from socratic_exp.errors import ConfigError
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.core.errors import ConfigError
+from socratic_exp.runtime.assembly import build_components, trainer_from
 
 FAST = ("debug=fast", "logger=none", "algorithm.log_completions=false")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from socratic_exp.report import build_report, swept_keys, wandb_report
 from socratic_exp.study.curves import mean_curve
+from socratic_exp.study.report import build_report, swept_keys, wandb_report
 from socratic_exp.study.runs import find_runs
 from socratic_exp.study.tables import format_mean_std
 
@@ -94,7 +94,7 @@ def test_cli_prints_the_table_and_takes_explicit_variant_keys(sweep, tmp_path):
         [
             sys.executable,
             "-m",
-            "socratic_exp.report",
+            "socratic_exp.study.report",
             str(sweep),
             "--by",
             "seed",
@@ -113,7 +113,9 @@ def test_cli_prints_the_table_and_takes_explicit_variant_keys(sweep, tmp_path):
 
 
 def test_cli_without_runs_fails_with_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "socratic_exp.report", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "socratic_exp.study.report", str(tmp_path)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no run folders" in proc.stderr
 
@@ -123,7 +125,7 @@ def test_wandb_offline_says_so_and_still_writes_the_local_report(sweep, tmp_path
         [
             sys.executable,
             "-m",
-            "socratic_exp.report",
+            "socratic_exp.study.report",
             str(sweep),
             "--wandb",
             "me/socratic",
@@ -171,7 +173,7 @@ def test_the_reward_curve_is_smoothed_over_the_square_root_of_its_logs(logs, win
 
 
 def test_a_damaged_summary_is_named_and_counted_as_not_completed(sweep, capsys):
-    from socratic_exp import report
+    from socratic_exp.study import report
 
     (sweep / "0" / "summary.json").write_text('{"status": "completed", "overrides": ["+sweep=toy", ')  # cut short
     assert report.main([str(sweep), "--by", "algorithm.mode", "--metrics", "eval/greedy_acc"]) == 0

@@ -15,9 +15,9 @@ import threading
 import pytest
 from conftest import compose
 
-from socratic_exp import requirements
-from socratic_exp.assembly import build_components
-from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.core.errors import ConfigError, UserError
+from socratic_exp.runtime import requirements
+from socratic_exp.runtime.assembly import build_components
 
 
 def missing(*names: str):
@@ -78,7 +78,7 @@ def test_vllm_server_mode_needs_a_server_that_answers():
 
 
 def test_a_deepspeed_launch_needs_deepspeed(monkeypatch):
-    from socratic_exp.launcher import LauncherSettingError, check_installed, process_launch
+    from socratic_exp.sweeps.launcher import LauncherSettingError, check_installed, process_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", missing("deepspeed"))
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what accelerate launch sets under a DeepSpeed profile

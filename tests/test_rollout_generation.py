@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def build(cache, *overrides):
-    from socratic_exp.assembly import build_components, build_trainer, workbench
+    from socratic_exp.runtime.assembly import build_components, build_trainer, workbench
 
     tiny = ["debug=quick_warmstart", f"model.cache_dir={cache}"]
     tiny = [] if any(o.startswith("model=") for o in overrides) else tiny
@@ -159,8 +159,8 @@ def test_bfloat16_decoding_casts_for_generate_only_and_keeps_the_float32_weights
 
     import torch
 
-    from socratic_exp.assembly import build_components
     from socratic_exp.models.generation import generate
+    from socratic_exp.runtime.assembly import build_components
 
     overrides = ["model=qwen3_0_6b", f"model.name={standin}", "model.enable_thinking=null"]
     components = build_components(compose(*overrides, "model.decode_dtype=bfloat16"))
@@ -187,11 +187,11 @@ def test_bfloat16_decoding_casts_for_generate_only_and_keeps_the_float32_weights
 
 
 def test_bfloat16_decoding_is_refused_on_a_cpu_without_native_bfloat16(monkeypatch, standin):
-    from socratic_exp.assembly import build_components
-    from socratic_exp.errors import ConfigError
+    from socratic_exp.core.errors import ConfigError
     from socratic_exp.models import hub
+    from socratic_exp.runtime.assembly import build_components
 
-    monkeypatch.setattr("socratic_exp.run_folder.native_bf16", lambda fields=None: False)
+    monkeypatch.setattr("socratic_exp.core.run_folder.native_bf16", lambda fields=None: False)
     monkeypatch.setattr(hub, "_has_gpu", lambda: False)
     with pytest.raises(ConfigError, match=r"model.decode_dtype.*native bfloat16.*remove model.decode_dtype"):
         build_components(compose("model=qwen3_0_6b", f"model.name={standin}", "model.decode_dtype=bfloat16"))

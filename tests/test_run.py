@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import COMPLETED_RUN, app_environment, copy_run, interrupt_after_step_2, run_dirs
 
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.core.run_folder import read_metrics, read_summary
 
 pytestmark = pytest.mark.slow
 

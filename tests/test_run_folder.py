@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from socratic_exp.hydra_support import find_interrupted_run
-from socratic_exp.run_folder import MetricsFile, RunRecord, read_jsonl, read_metrics, read_summary, run_name
-from socratic_exp.secrets import REDACTED, redact
+from socratic_exp.core.config import find_interrupted_run
+from socratic_exp.core.run_folder import MetricsFile, RunRecord, read_jsonl, read_metrics, read_summary, run_name
+from socratic_exp.core.secrets import REDACTED, redact
 
 
 def test_metrics_file_truncates_after_a_step(tmp_path):
@@ -112,7 +112,7 @@ def test_the_run_name_carries_no_secret_wherever_it_stands(secret, where):
 
 
 def test_hydra_dumps_are_scrubbed(tmp_path):
-    from socratic_exp.secrets import scrub_hydra_files
+    from socratic_exp.core.secrets import scrub_hydra_files
 
     hydra_dir = tmp_path / ".hydra"
     hydra_dir.mkdir()

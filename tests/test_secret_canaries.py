@@ -21,7 +21,7 @@ import pytest
 from conftest import app_in, assert_refused, file_contents
 from openai_stub import StubServer
 
-from socratic_exp.run_folder import read_summary
+from socratic_exp.core.run_folder import read_summary
 
 pytestmark = pytest.mark.fault
 
@@ -178,8 +178,8 @@ def test_a_job_composed_through_the_environment_gets_the_same_config(monkeypatch
     variables in the job's environment, the config the command line does; a secret given as an interpolation stays."""
     from omegaconf import OmegaConf
 
-    from socratic_exp.hydra_support import compose
-    from socratic_exp.secrets import through_environment
+    from socratic_exp.core.config import compose
+    from socratic_exp.core.secrets import through_environment
 
     canary = "hf_canary_composed_1234567890"
     monkeypatch.setenv("SX_MY_TOKEN", "sk-canary-from-my-variable-1234567890")
@@ -203,7 +203,7 @@ def test_a_job_composed_through_the_environment_gets_the_same_config(monkeypatch
 
 def test_the_local_launchers_job_files_hold_no_secret_and_the_job_gets_it(run_in_process, monkeypatch):
     """What the launcher writes to each job's file (its pickled payload) and what it hands the job's process."""
-    from socratic_exp import launcher
+    from socratic_exp.sweeps import launcher
 
     canary = "hf_canary_job_file_1234567890"
     handed: list[tuple[bytes, dict[str, str]]] = []
@@ -274,7 +274,7 @@ def test_a_bug_in_a_verbose_run_quoting_a_secret_leaves_it_nowhere(run_in_proces
     import logging
     import warnings
 
-    from socratic_exp import assembly
+    from socratic_exp.runtime import assembly
 
     canary, environment_canary = "hf_canary_verbose_bug_1234567890", "sk-canary-verbose-environment-1234567890"
     monkeypatch.setenv("OPENAI_API_KEY", environment_canary)

@@ -20,8 +20,8 @@ import pytest
 from conftest import app_environment, file_contents, interrupt_after_step_2, run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.run_folder import read_summary
-from socratic_exp.secrets import (
+from socratic_exp.core.run_folder import read_summary
+from socratic_exp.core.secrets import (
     REDACTED,
     is_secret_key,
     redact,
@@ -93,7 +93,7 @@ def test_hydra_dumps_lose_the_secret_everywhere_including_override_dirname(tmp_p
 def test_checkpoint_arguments_are_rewritten_without_the_token(tmp_path):
     import torch
 
-    from socratic_exp.secrets import scrub_training_args
+    from socratic_exp.core.secrets import scrub_training_args
 
     args = _Args(output_dir="out", hub_token="hf_abcdef", hub_model_id="me/model")
     torch.save(args, tmp_path / "training_args.bin")

@@ -133,7 +133,7 @@ def test_a_build_from_scratch_ships_a_student_that_its_config_then_loads(tmp_pat
 
 
 def test_a_run_refuses_a_shipped_student_whose_weights_changed(tmp_path, monkeypatch):
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
     from socratic_exp.models.tiny import shipped
 
     students = tmp_path / "students"

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import compose
 
-from socratic_exp.assembly import build_components
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 from socratic_exp.models import gguf, smollm2
 from socratic_exp.models.hub import HubModel
 from socratic_exp.models.smollm2 import HUB_NAME, SmolLM2Model
+from socratic_exp.runtime.assembly import build_components
 
 
 def test_the_option_composes_as_a_chat_model_without_heavy_imports():

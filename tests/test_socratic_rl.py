@@ -26,7 +26,7 @@ from socratic_exp.algorithms.socratic_rl.knowledge_base import (
 )
 from socratic_exp.algorithms.socratic_rl.loop import select_traces
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
-from socratic_exp.run_folder import read_jsonl, read_metrics, read_summary
+from socratic_exp.core.run_folder import read_jsonl, read_metrics, read_summary
 from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
 from socratic_exp.teachers.meta_learning import cross_probe_pairs
 
@@ -159,11 +159,13 @@ def stub_llm_teacher(**settings):
 
 def test_llm_teacher_meta_learns_at_the_default_budget(monkeypatch, tmp_path):
     """Two probes of one viewpoint each (the testbed's default): the second forms a pair with the first and trains."""
-    import socratic_exp.trl_phases
+    import socratic_exp.algorithms.socratic_rl.phases
 
     calls = []
     monkeypatch.setattr(
-        socratic_exp.trl_phases, "dpo_phase", lambda model, tok, rows, out, **kw: calls.append(rows) or {"x": 1.0}
+        socratic_exp.algorithms.socratic_rl.phases,
+        "dpo_phase",
+        lambda model, tok, rows, out, **kw: calls.append(rows) or {"x": 1.0},
     )
     teacher = stub_llm_teacher(meta_margin=0.125)
     first = measured(A, 0.25, question="Q: 2+3*4=?\n")
@@ -341,7 +343,7 @@ def test_the_reflection_prompt_is_the_methods_unless_the_teacher_sets_its_own():
     from types import SimpleNamespace
 
     from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
-    from socratic_exp.errors import ConfigError
+    from socratic_exp.core.errors import ConfigError
     from socratic_exp.teachers.llm import LLMTeacher
 
     trace = Attempt("2+3=5\nA: 5\n", 0.0, "wrong")
@@ -360,7 +362,7 @@ def test_the_reflection_prompt_is_the_methods_unless_the_teacher_sets_its_own():
 
 @pytest.fixture(scope="module")
 def tiny(cache_dir):
-    from socratic_exp.assembly import build_components
+    from socratic_exp.runtime.assembly import build_components
 
     cfg = compose("algorithm=grpo", "debug=quick_warmstart", "logger=none", f"model.cache_dir={cache_dir}")
     c = build_components(cfg, {"algorithm": "grpo"})

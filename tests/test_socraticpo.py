@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from socratic_exp.algorithms.reinforce_pp.returns import kl_folded_returns, normalized_returns
 from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards, normalized_advantages
+from socratic_exp.core.run_folder import read_metrics, read_summary
 from socratic_exp.models.base import frozen_copy
-from socratic_exp.run_folder import read_metrics, read_summary
 
 
 @st.composite
@@ -189,7 +189,7 @@ def test_attempt_metrics_follow_the_active_sets():
 
 
 def test_kl_defaults_follow_the_backend():
-    from socratic_exp.assembly import build_components
+    from socratic_exp.runtime.assembly import build_components
 
     default = build_components(compose()).algorithm
     assert default.kl_coef is None and default.reward_kl_coef == 0.01  # OpenRLHF's REINFORCE++ default
@@ -204,7 +204,7 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
     """The interactive rollout returns no sampling log-probabilities: TRL's correction is off, not a crash."""
     from types import SimpleNamespace
 
-    from socratic_exp.assembly import build_components
+    from socratic_exp.runtime.assembly import build_components
 
     algorithm = build_components(compose("algorithm.use_vllm=true")).algorithm
     student = SimpleNamespace(chat_template_kwargs={})
@@ -230,8 +230,8 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
     ],
 )
 def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides, message):
-    from socratic_exp.assembly import build_components
-    from socratic_exp.errors import ConfigError
+    from socratic_exp.core.errors import ConfigError
+    from socratic_exp.runtime.assembly import build_components
 
     with pytest.raises(ConfigError) as raised:
         build_components(compose("algorithm=socraticpo", *overrides))
@@ -245,14 +245,14 @@ def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides,
 @pytest.fixture(scope="module")
 def rollout_trainer(tmp_path_factory):
     """A SocraticPO trainer on the quickly warm-started tiny student, with the rule teacher."""
-    from socratic_exp.assembly import build_components
+    from socratic_exp.runtime.assembly import build_components
 
     cache = tmp_path_factory.mktemp("cache")
     cfg = compose(
         "algorithm=socraticpo", "teacher=rule", "debug=fast", "debug=quick_warmstart", "logger=none",
         f"model.cache_dir={cache}",
     )  # fmt: skip
-    from socratic_exp.assembly import build_trainer, workbench
+    from socratic_exp.runtime.assembly import build_trainer, workbench
 
     c = build_components(cfg, {"algorithm": "socraticpo"})
     bench = workbench(c)  # the student loaded, the teacher attached, the task's rows rendered
@@ -450,8 +450,8 @@ def test_socraticpo_runs_end_to_end(run_in_process, variant):
 
 
 def test_socraticpo_needs_a_teacher_for_teacher_guidance():
-    from socratic_exp.assembly import build_components
-    from socratic_exp.errors import ConfigError
+    from socratic_exp.core.errors import ConfigError
+    from socratic_exp.runtime.assembly import build_components
 
     with pytest.raises(ConfigError, match="needs a teacher"):
         build_components(compose("algorithm=socraticpo", "teacher=none"), {"algorithm": "socraticpo"})

@@ -14,10 +14,10 @@ from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.assembly import build_components
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import read_summary
 from socratic_exp.models.generation import as_model_input
-from socratic_exp.run_folder import read_summary
+from socratic_exp.runtime.assembly import build_components
 from socratic_exp.tasks import verifiers as vf
 from socratic_exp.tasks.aime24 import Aime24Task
 from socratic_exp.tasks.aime25 import Aime25Task
@@ -580,7 +580,7 @@ def test_every_task_option_validates_without_data():
 
 
 def test_evaluation_breaks_accuracy_down_by_domain():
-    from socratic_exp.evaluation import _by_level
+    from socratic_exp.runtime.evaluation import _by_level
 
     metrics = _by_level("eval/greedy_acc", [1.0, 0.0, 1.0, 1.0], [0, 0, 0, 0], ["physics", "physics", "biology", None])
     assert metrics["eval/greedy_acc"] == 0.75

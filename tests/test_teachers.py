@@ -15,8 +15,8 @@ import pytest
 from conftest import run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.errors import UserError
-from socratic_exp.run_folder import read_jsonl, read_summary
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import read_jsonl, read_summary
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import ArithmeticTask, prompt_for
 from socratic_exp.tasks.diagnosis import diagnose

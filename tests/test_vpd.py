@@ -30,8 +30,8 @@ from socratic_exp.algorithms.vpd.estep import (
     implicit_rewards,
     side_means,
 )
+from socratic_exp.core.run_folder import read_metrics, read_summary
 from socratic_exp.models.base import frozen_copy
-from socratic_exp.run_folder import read_metrics, read_summary
 
 torch = pytest.importorskip("torch")
 
@@ -157,7 +157,7 @@ def test_the_fixed_prior_arm_differs_from_vpd_in_the_prior_only():
     ],
 )
 def test_the_ablation_arms_compose(arm, expected):
-    from socratic_exp.assembly import build_components
+    from socratic_exp.runtime.assembly import build_components
 
     c = build_components(compose("+sweep=vpd_ablation", f"+vpd_arm={arm}"))
     a = c.algorithm
@@ -311,14 +311,14 @@ def test_reweighting_moves_advantage_between_tokens_without_changing_its_total(d
 def _vpd_trainer(cache_dir, *overrides):
     """A VPD trainer on the warm-started tiny student with a shared teacher (the E-step updates the student's weights)
     and the environment's feedback, and the task's data."""
-    from socratic_exp.assembly import build_components
+    from socratic_exp.runtime.assembly import build_components
 
     cfg = compose(
         "algorithm=vpd", "algorithm.feedback=environment", "algorithm.teacher_weights=shared",
         "algorithm.teacher_regularization=none", "debug=fast", "debug=quick_warmstart", "logger=none",
         f"model.cache_dir={cache_dir}", *overrides,
     )  # fmt: skip
-    from socratic_exp.assembly import build_trainer, workbench
+    from socratic_exp.runtime.assembly import build_trainer, workbench
 
     bench = workbench(build_components(cfg, {"algorithm": "vpd"}))
     student, data = bench.student, bench.splits
@@ -574,7 +574,7 @@ def test_the_trust_region_teacher_mixes_the_live_students_logits_with_the_initia
 
 
 def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
-    from socratic_exp.callbacks import CollapseGuard
+    from socratic_exp.runtime.callbacks import CollapseGuard
 
     model = torch.nn.Linear(2, 1)
     guard = CollapseGuard("eval/greedy_acc", margin=0.05, patience=2)
@@ -599,7 +599,7 @@ def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
 def test_periodic_evaluation_stops_training_on_collapse():
     from types import SimpleNamespace
 
-    from socratic_exp.callbacks import CollapseGuard, PeriodicEvalCallback
+    from socratic_exp.runtime.callbacks import CollapseGuard, PeriodicEvalCallback
 
     scores = iter([0.5, 0.2])
     evaluator = SimpleNamespace(evaluate=lambda student, stage="": {"eval/greedy_acc": next(scores)})

@@ -1,5 +1,5 @@
 """``hydra/launcher=local``: Hydra finds launcher plugins only in the ``hydra_plugins`` namespace, so the class lives
-here; the work is in ``socratic_exp.launcher``."""
+here; the work is in ``socratic_exp.sweeps.launcher``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from omegaconf import DictConfig
 
 
 class LocalLauncher(Launcher):
-    """joblib-scheduled jobs, each in its own fresh process or multi-process launch (see ``socratic_exp.launcher``)."""
+    """joblib-scheduled jobs, each in its own fresh process or multi-process launch
+    (``socratic_exp.sweeps.launcher``)."""
 
     def __init__(
         self,
@@ -40,7 +41,7 @@ class LocalLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from socratic_exp.launcher import launch
+        from socratic_exp.sweeps.launcher import launch
 
         result: Any = launch(self, job_overrides, initial_job_idx)
         return result

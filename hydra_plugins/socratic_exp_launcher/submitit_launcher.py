@@ -2,8 +2,8 @@
 
 A SLURM task of the plugin runs its job in the task's own process. With ``processes_per_job`` > 1 (or an
 ``accelerate_config``) the task instead starts the job as a single-machine ``torchrun`` / ``accelerate launch`` over
-the GPUs SLURM gave it, as the local launcher does (``socratic_exp.launcher.run_job_processes``), and returns rank 0's
-result: one SLURM task per job, the launch tool making the ranks. ``tasks_per_node`` ranks made by SLURM itself
+the GPUs SLURM gave it, as the local launcher does (``socratic_exp.sweeps.launcher.run_job_processes``), and returns
+rank 0's result: one SLURM task per job, the launch tool making the ranks. ``tasks_per_node`` ranks made by SLURM itself
 would need every rank's ``RANK`` / ``MASTER_ADDR`` exported from SLURM's variables before accelerate reads them, and
 would get DDP only, where ``accelerate launch`` also configures DeepSpeed and FSDP from a profile.
 
@@ -43,14 +43,14 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             """Check the settings in the submitting process (one line and exit 2, nothing submitted), then submit
             the jobs without the command line's secrets in what submitit pickles (they reach the jobs through their
-            environment: ``socratic_exp.launcher.submitted_without_secrets``)."""
-            from socratic_exp.launcher import (
+            environment: ``socratic_exp.sweeps.launcher.submitted_without_secrets``)."""
+            from socratic_exp.core.secrets import scrub_hydra_files
+            from socratic_exp.sweeps.launcher import (
                 LauncherSettingError,
                 check_submitit_job,
                 submitted_without_secrets,
                 sweep_secrets,
             )
-            from socratic_exp.secrets import scrub_hydra_files
 
             # multirun.yaml holds the command line: scrubbed now, not at the sweep's end (SLURM jobs can take days)
             scrub_hydra_files(Path(str(self.config.hydra.sweep.dir)), sweep_secrets(self.config, job_overrides))
@@ -67,12 +67,12 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
         ) -> JobReturn:
             """In the SLURM task: the job itself (one process), or its launch of ``processes_per_job`` processes.
             Its secrets came in its environment: they reach neither the task's log nor its console."""
-            from socratic_exp.secrets import protect_console
+            from socratic_exp.core.secrets import protect_console
 
             protect_console([])
             if self.process_launch is None or not self.process_launch.distributed:
                 return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
-            from socratic_exp.launcher import run_submitted_job
+            from socratic_exp.sweeps.launcher import run_submitted_job
 
             return run_submitted_job(self, self.process_launch, sweep_overrides, job_num, singleton_state)
 

@@ -6,14 +6,14 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component, setting
+from socratic_exp.core.component import Component, setting
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
 
-    from socratic_exp.assembly import Components
+    from socratic_exp.core.run_folder import MetricsSink
     from socratic_exp.models.base import Student
-    from socratic_exp.run_folder import MetricsSink
+    from socratic_exp.runtime.assembly import Components
 
 
 @dataclasses.dataclass(kw_only=True)

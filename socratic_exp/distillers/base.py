@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component, setting
+from socratic_exp.core.component import Component, setting
 from socratic_exp.tasks.base import with_context
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class TRLDistiller(Distiller):
         """TRL's ``per_device_train_batch_size`` for ``batch_size`` examples per optimizer step in all: in a
         distributed launch each of the N processes takes 1/N of them (rounded down, at least 1), so a step sees the
         batch one process would."""
-        from socratic_exp.distributed import world_size
+        from socratic_exp.core.distributed import world_size
 
         return max(1, batch_size // world_size())
 

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
 from socratic_exp.tasks.base import with_context
 
@@ -53,7 +53,7 @@ class DPODistiller(TRLDistiller):
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
     ) -> dict[str, float]:
-        from socratic_exp.trl_phases import dpo_phase
+        from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
 
         triples = self.paired(data, seed)
         chosen = self.sample(student, guided(triples), seed)

@@ -15,7 +15,7 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
 from socratic_exp.tasks.base import with_context
 from socratic_exp.teachers.base import strip_label
@@ -49,7 +49,7 @@ class SFTDistiller(TRLDistiller):
         from datasets import Dataset
         from trl import SFTConfig, SFTTrainer
 
-        from socratic_exp.trl_phases import phase_args, run_phase
+        from socratic_exp.algorithms.socratic_rl.phases import phase_args, run_phase
 
         triples = self.paired(data, seed)
         responses = self.sample(student, guided(triples), seed)

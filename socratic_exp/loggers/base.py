@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
-from socratic_exp.component import Component, setting
+from socratic_exp.core.component import Component, setting
 
 
 @dataclasses.dataclass

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
 from socratic_exp.loggers.base import Logger, RunInfo
 
 log = logging.getLogger("socratic_exp")

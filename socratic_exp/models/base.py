@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component, setting
+from socratic_exp.core import distributed
+from socratic_exp.core.component import Component, setting
+from socratic_exp.core.console import PROGRESS_LOG
+from socratic_exp.core.secrets import scrub_training_args
 from socratic_exp.models.lora import LoRA
 
 if TYPE_CHECKING:
@@ -90,7 +95,7 @@ def _gathered_copy(model: Any) -> Any:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
     from torch.distributed.fsdp import FSDPModule
 
-    from socratic_exp.distributed import full_parameters
+    from socratic_exp.core.distributed import full_parameters
 
     if any(hasattr(p, "ds_id") for p in model.parameters()):
         with full_parameters(model):
@@ -113,3 +118,31 @@ def _gathered_copy(model: Any) -> Any:
         raise RuntimeError(f"frozen_copy: no gathered value for {still_meta[:3]} of the sharded model")
     frozen.generation_config = copy.deepcopy(model.generation_config)
     return frozen
+
+
+LARGE_MODEL_PARAMETERS = 50_000_000  # a load or checkpoint from this size on (200 MB in float32) is announced
+
+
+def announce_load(student: Student, seconds: float) -> None:
+    """A line once a large student has loaded: the console's first word after the start-up of a real model (the
+    tiny model loads in a blink and says nothing)."""
+    parameters = student.model.num_parameters()
+    if parameters >= LARGE_MODEL_PARAMETERS:
+        name = student.info.get("name", type(student.model).__name__)
+        dtype = str(student.model.dtype).removeprefix("torch.")
+        logging.getLogger(PROGRESS_LOG).info(
+            "student %s loaded in %.0f s (%.1fM parameters, %s)", name, seconds, parameters / 1e6, dtype
+        )
+
+
+def save_final_model(trainer: Any, student: Student, lora: LoRA, folder: Path) -> None:
+    """The final model: with LoRA and ``model.lora.merge_on_save`` the adapters merged into the weights (a plain
+    transformers model), else what the trainer saves (the weights, or the adapters alone)."""
+    if lora.enabled and lora.merge_on_save:
+        from socratic_exp.models.adapters import save_merged
+
+        if distributed.is_main():
+            save_merged(student.model, student.tokenizer, folder)
+    else:
+        trainer.save_model(str(folder))
+    scrub_training_args(trainer.args, folder)

@@ -10,7 +10,7 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.distributed import full_parameters, world_size
+from socratic_exp.core.distributed import full_parameters, world_size
 from socratic_exp.models.base import is_sharded
 from socratic_exp.tasks.base import render_prompt
 
@@ -102,8 +102,8 @@ class TokenProgress:
     (a batch that ends early jumps to its end). Only the main process reports (each process answers its share)."""
 
     def __init__(self, name: str, questions: int, batch_size: int, max_new_tokens: int):
-        from socratic_exp.console import WorkProgress
-        from socratic_exp.distributed import is_main
+        from socratic_exp.core.console import WorkProgress
+        from socratic_exp.core.distributed import is_main
 
         self.work = WorkProgress(name, questions, "questions") if is_main() else None
         self.batches = math.ceil(questions / batch_size) if questions else 0

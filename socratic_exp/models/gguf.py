@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.errors import UserError
-from socratic_exp.run_folder import default_cache_dir
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import default_cache_dir
 
 log = logging.getLogger(__name__)
 GGUF_FORMAT = 1  # bump when the conversion changes what it writes
@@ -72,7 +72,7 @@ def convert(source: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from socratic_exp.console import WorkProgress
+    from socratic_exp.core.console import WorkProgress
 
     started = time.time()
     log.info("converting %s to a transformers folder (once; cached at %s)", source.name, target)

@@ -10,8 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
 from socratic_exp.models.base import ModelSpec, Student
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class HubModel(ModelSpec):
     def validate(self) -> None:
         self.check("name", bool(self.name.strip()), "must name a Hub model, a local folder or a .gguf file")
         if self.decode_dtype is not None:
-            from socratic_exp.run_folder import native_bf16
+            from socratic_exp.core.run_folder import native_bf16
 
             self.check(
                 "decode_dtype",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from socratic_exp.component import Component, setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import Component, setting
+from socratic_exp.core.errors import UserError
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 from socratic_exp.models.hub import HubModel
 
 HUB_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -8,8 +8,8 @@ import random
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from socratic_exp.component import Component
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import Component
+from socratic_exp.core.errors import UserError
 
 STATE_FILE = "sampler_state.pt"  # written into each checkpoint folder (callbacks.SamplerStateCallback)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 from socratic_exp.study.curves import mean_line, pyplot, save
 from socratic_exp.study.runs import Run
 from socratic_exp.study.tables import markdown_table, number, signed, write_csv
@@ -72,7 +72,7 @@ class Claim:
 
 def claims() -> tuple[Claim, ...]:
     """Every method's ``CLAIMS`` (its folder's ``evidence.py``), in the methods' ``ORDER``."""
-    from socratic_exp.methods import method_modules
+    from socratic_exp.core.methods import method_modules
 
     return tuple(claim for method in method_modules("evidence") for claim in getattr(method, "CLAIMS", ()))
 

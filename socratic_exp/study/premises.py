@@ -4,8 +4,8 @@ A method can only show its paper's effect where the paper's premise holds, so a 
 the premise is measured. Every figure is read from the composed config's student and task (the embedded testbed by
 default; any ``model=`` / ``task=`` / ``teacher=`` override works), with sampling at temperature 1 from a fixed
 seed, as the training rollouts are drawn. What each paper presumes, and how it is measured, is the method's own
-(``premises`` in its folder's ``evidence.py``, see ``socratic_exp.methods``); ``Bench`` gives them one student, task
-and teacher, and the generation and scoring they share.
+(``premises`` in its folder's ``evidence.py``, see ``socratic_exp.core.methods``); ``Bench`` gives them one student,
+task and teacher, and the generation and scoring they share.
 
 Each method's ``PROMISES`` states the level its figures must reach on the embedded testbed (``tests/test_premises.py``
 holds the shipped students' manifests to them: ``models/tiny/shipped.py``). Results go to the console and to
@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.methods import method_modules
+from socratic_exp.core.methods import method_modules
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
     from socratic_exp.models.base import Student
+    from socratic_exp.runtime.assembly import Components
 
 GROUP_SIZE = 8  # rollouts per prompt, as the default GRPO config draws them
 
@@ -186,10 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("premises.json"), help="where the figures go")
     args = parser.parse_args(argv)
 
-    from socratic_exp.assembly import build_components
-    from socratic_exp.console import PROGRESS_LOG, configure, route, show_live_bars
-    from socratic_exp.errors import or_exit_code
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.core.console import PROGRESS_LOG, configure, route, show_live_bars
+    from socratic_exp.core.errors import or_exit_code
+    from socratic_exp.runtime.assembly import build_components
 
     configure()
     live = sys.stderr.isatty()  # a live bar per generation on a terminal; elsewhere plain lines every tenth

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.run_folder import read_metrics, read_summary
+from socratic_exp.core.run_folder import read_metrics, read_summary
 
 
 @dataclass

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component, setting
+from socratic_exp.core.component import Component, setting
 
 if TYPE_CHECKING:
     from datasets import DatasetDict

@@ -21,8 +21,8 @@ import importlib
 import random
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import SPLITS, Task, Verdict
 from socratic_exp.tasks.hub_data import Located, Record, read_file, read_hub

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import ClassVar
 
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 from socratic_exp.tasks.benchmark import MathTrainingTask, Row
 from socratic_exp.tasks.hub_data import Record, as_text, present, text
 

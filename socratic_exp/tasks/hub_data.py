@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 
 Record = dict[str, Any]
 Located = tuple[str, Record]  # (where: "file:line" or "hub[split] row i", record)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import Verdict
 from socratic_exp.tasks.benchmark import BenchmarkTask, Row

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 from socratic_exp.tasks.benchmark import MathTrainingTask, Row
 from socratic_exp.tasks.hub_data import Located, Record, optional_text, read_file, read_hub, text
 

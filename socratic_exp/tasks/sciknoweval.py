@@ -31,8 +31,8 @@ import random
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
 from socratic_exp.tasks import verifiers
 from socratic_exp.tasks.base import Verdict
 from socratic_exp.tasks.benchmark import BenchmarkTask, Row

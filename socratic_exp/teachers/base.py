@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from socratic_exp.component import Component, setting
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.component import Component, setting
+from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student

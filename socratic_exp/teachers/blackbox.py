@@ -28,9 +28,9 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
-from socratic_exp.run_folder import default_cache_dir
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import default_cache_dir
 from socratic_exp.teachers.base import (
     GUIDANCE_TEMPLATE,
     Attempt,

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
 from socratic_exp.teachers.base import (
     GUIDANCE_TEMPLATE,
     Attempt,
@@ -251,7 +251,7 @@ class LLMTeacher(Teacher):
         against each other and against every viewpoint measured at earlier probes (Algorithm 1, line 17: "the
         utility of past viewpoints from V_KB"; with ``viewpoint_budget=1`` a probe holds one viewpoint, so pairs
         within one probe never form)."""
-        from socratic_exp.trl_phases import dpo_phase
+        from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
 
         teacher = self._attached()
         if teacher.model is None or teacher.info.get("self_guidance"):

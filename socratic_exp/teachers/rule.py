@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, SLIP_IN_LAST_STEP, ArithmeticTask, expression_in
 from socratic_exp.tasks.base import VERIFIER_FEEDBACK

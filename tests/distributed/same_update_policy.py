@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from socratic_exp.assembly import Workbench, build_components, build_trainer
-from socratic_exp.hydra_support import compose
+from socratic_exp.core.config import compose
+from socratic_exp.runtime.assembly import Workbench, build_components, build_trainer
 from socratic_exp.tasks.base import render_splits
 
 GLOBAL_ROWS = 8  # completions per generation batch, all processes together

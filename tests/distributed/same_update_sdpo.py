@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from socratic_exp.algorithms.sdpo.contexts import Rollout, build_contexts
-from socratic_exp.assembly import trainer_from
+from socratic_exp.runtime.assembly import trainer_from
 
 GROUP = 4
 # (prompt, answer, completion): the first group's completions are long, the second's short, so that the processes

@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-import socratic_exp.trl_phases as phases
+import socratic_exp.algorithms.socratic_rl.phases as phases
 from socratic_exp.algorithms.base import RunContext
-from socratic_exp.assembly import build_components
+from socratic_exp.core.config import compose
 from socratic_exp.distillers.base import DistillationData
-from socratic_exp.hydra_support import compose
+from socratic_exp.runtime.assembly import build_components
 from socratic_exp.tasks.base import render_splits
 from socratic_exp.teachers.base import Attempt
 

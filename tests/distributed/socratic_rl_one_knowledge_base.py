@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from socratic_exp.assembly import trainer_from
+from socratic_exp.runtime.assembly import trainer_from
 
 
 def main(out: Path) -> None:

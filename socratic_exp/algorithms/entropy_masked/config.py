@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.algorithms.entropy_masked.mask import steps_share_generation
 from socratic_exp.algorithms.grpo.config import GRPO
-from socratic_exp.component import Component, setting
+from socratic_exp.core.component import Component, setting
 
 SELECTION_BATCH_FIX = "set algorithm.steps_per_generation to a multiple of algorithm.gradient_accumulation_steps"
 

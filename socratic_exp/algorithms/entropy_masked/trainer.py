@@ -17,11 +17,11 @@ from trl.models.utils import disable_gradient_checkpointing
 from socratic_exp.algorithms.entropy_masked.config import SELECTION_BATCH_FIX, selection_batch_problem
 from socratic_exp.algorithms.entropy_masked.mask import kept_count, select_top, selection_scores, token_weights
 from socratic_exp.algorithms.trl_batch import loss_mask, sequence_inputs
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.entropy_masked.config import EntropyMask
-    from socratic_exp.run_folder import MetricsSink
+    from socratic_exp.core.run_folder import MetricsSink
 
 PERCENTILES = (50, 80, 90, 99)
 CONTEXT_BEFORE, CONTEXT_AFTER = 32, 8  # tokens of context around a forking token in the table

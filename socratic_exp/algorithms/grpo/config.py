@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.base import Algorithm, RunContext
 from socratic_exp.algorithms.grpo.dynamic_sampling import DynamicSampling
-from socratic_exp.component import setting
-from socratic_exp.errors import ConfigError
-from socratic_exp.requirements import check_trl_args
+from socratic_exp.algorithms.trl_args import check_trl_args
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 # GRPOConfig fields the run sets itself (from the run folder, seed, logger and model).
 RUN_MANAGED_KEYS = {

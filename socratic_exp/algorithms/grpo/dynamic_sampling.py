@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar, Generic, TypeVar
 
-from socratic_exp.component import Component, setting
+from socratic_exp.core.component import Component, setting
 
 T = TypeVar("T")
 

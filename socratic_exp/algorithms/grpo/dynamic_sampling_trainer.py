@@ -34,8 +34,8 @@ import torch
 from trl import GRPOTrainer
 
 from socratic_exp.algorithms.grpo.dynamic_sampling import BatchFiller
-from socratic_exp.distributed import most_on_any_process, summed
-from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.core.distributed import most_on_any_process, summed
+from socratic_exp.core.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.grpo.dynamic_sampling import DynamicSampling

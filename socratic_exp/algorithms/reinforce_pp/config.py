@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.algorithms.grpo.config import GRPO
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 # REINFORCE++'s KL coefficient: OpenRLHF's default, ``--algo.kl.init_coef 0.01`` with the k1 estimator
 # (openrlhf/cli/train_ppo_ray.py); SocraticPO's backend uses it too, its paper giving none.

@@ -17,12 +17,12 @@ from socratic_exp.algorithms.sdpo.contexts import (
     Templates,
     parse_sources,
 )
-from socratic_exp.component import setting
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.console import Signal
+from socratic_exp.core.console import Signal
 
 SIGNALS = {"self_distillation/": (Signal("margin", "self_distillation/reward_margin", 3),)}
 

@@ -68,12 +68,12 @@ from socratic_exp.algorithms.sdpo.losses import (
     reweighted_advantages,
 )
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, rollout_logps, sequence_inputs
-from socratic_exp.distributed import summed
+from socratic_exp.core.distributed import summed
 from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.sdpo.config import SDPO
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 log = logging.getLogger("socratic_exp")
 

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
-from socratic_exp.component import setting
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
     from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 
 @dataclasses.dataclass(kw_only=True)

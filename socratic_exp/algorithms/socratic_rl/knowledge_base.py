@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from socratic_exp import distributed
+from socratic_exp.core import distributed
 from socratic_exp.teachers.base import strip_label
 
 Status = Literal["active", "queued", "retired", "distilled"]

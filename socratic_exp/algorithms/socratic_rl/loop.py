@@ -14,17 +14,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp import distributed
 from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
 from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
+from socratic_exp.core import distributed
 from socratic_exp.tasks.base import with_context
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.config import SocraticRL
-    from socratic_exp.assembly import Components
+    from socratic_exp.core.run_folder import MetricsSink
     from socratic_exp.models.base import Student
-    from socratic_exp.run_folder import MetricsSink
+    from socratic_exp.runtime.assembly import Components
     from socratic_exp.tasks.base import Task
     from socratic_exp.teachers.base import Attempt
 

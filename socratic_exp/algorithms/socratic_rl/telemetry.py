@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.console import Signal
+from socratic_exp.core.console import Signal
 
 SIGNALS = {
     "socratic_rl/": (Signal("|V|", "socratic_rl/active", 0), Signal("utility", "socratic_rl/utility_mean", 3)),

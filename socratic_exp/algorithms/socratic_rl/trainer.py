@@ -13,7 +13,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
-from socratic_exp.callbacks import checkpoint_folder
+from socratic_exp.core.checkpoints import checkpoint_folder
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.algorithms.reinforce_pp.config import REINFORCE_PP_KL_COEF, initial_policy_copy
-from socratic_exp.component import setting
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 # TRL losses that sum token terms over the batch and divide by a count that does not depend on how the tokens are
 # grouped into sequences: only with them is a packed rollout the same as its attempts trained as separate samples.

@@ -42,11 +42,11 @@ from socratic_exp.algorithms.reinforce_pp.trainer import ReinforcePPMixin
 from socratic_exp.algorithms.rollout_generation import Continuation, can_continue, records_policy_logps
 from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, sequence_inputs
-from socratic_exp.distributed import most_on_any_process, summed
+from socratic_exp.core.distributed import most_on_any_process, summed
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socraticpo.config import SocraticPO
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 TURN_BUDGET = 96  # tokens reserved for a guidance turn when checking that another attempt fits
 # Packed rollouts differ several-fold in length (solved at once vs K attempts with guidance); scoring them in this

@@ -7,10 +7,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.algorithms.sdpo.config import SDPO
-from socratic_exp.component import setting
+from socratic_exp.core.component import setting
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
 
 
 @dataclasses.dataclass(kw_only=True)

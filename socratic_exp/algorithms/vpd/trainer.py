@@ -58,7 +58,7 @@ from socratic_exp.algorithms.vpd.estep import (
     implicit_rewards,
     side_means,
 )
-from socratic_exp.distributed import summed
+from socratic_exp.core.distributed import summed
 from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:

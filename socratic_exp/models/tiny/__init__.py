@@ -17,11 +17,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.run_folder import default_cache_dir
 from socratic_exp.models.base import ModelSpec, Student
 from socratic_exp.models.char_tokenizer import load_char_tokenizer
-from socratic_exp.run_folder import default_cache_dir
 
 if TYPE_CHECKING:
     from socratic_exp.tasks.base import Task

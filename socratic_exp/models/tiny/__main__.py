@@ -32,11 +32,11 @@ def _name(text: str) -> str:
 
 
 def build(name: str, overrides: list[str], questions: int, seed: int, cache_dir: Path | None, into: Path) -> int:
-    from socratic_exp.assembly import build_components
-    from socratic_exp.errors import UserError
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
+    from socratic_exp.core.errors import UserError
+    from socratic_exp.core.run_folder import machine
     from socratic_exp.models.tiny import TinyModel
-    from socratic_exp.run_folder import machine
+    from socratic_exp.runtime.assembly import build_components
     from socratic_exp.study.premises import measure
 
     with tempfile.TemporaryDirectory(prefix="tiny-build-") as fresh:
@@ -100,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("list", parents=[folder], help="the shipped students and where they were built")
     commands.add_parser("verify", parents=[folder], help="check each shipped student's weights and config")
     args = parser.parse_args(argv)
-    from socratic_exp.console import configure
-    from socratic_exp.errors import or_exit_code
+    from socratic_exp.core.console import configure
+    from socratic_exp.core.errors import or_exit_code
 
     configure()
     if args.command == "build":

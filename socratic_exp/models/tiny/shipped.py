@@ -103,7 +103,7 @@ def ship(
 def check_weights(student: ShippedStudent) -> None:
     """A run loads only the weights its manifest names: a changed or damaged file is refused (hashing 3.5 MB takes
     a few milliseconds), where loading it would train another student under the shipped one's name."""
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     file = student.path / WEIGHTS
     if not file.is_file() or weights_digest(student.path) != student.manifest["weights_sha256"]:

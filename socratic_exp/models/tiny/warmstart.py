@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from socratic_exp.core.run_folder import git_commit, machine, versions
 from socratic_exp.models.char_tokenizer import build_char_tokenizer
-from socratic_exp.run_folder import git_commit, machine, versions
 
 if TYPE_CHECKING:
     from socratic_exp.models.tiny import TinyModel
@@ -58,7 +58,7 @@ def warm_start(spec: TinyModel, task: Task, path: Path) -> None:
     import torch
     from transformers import Trainer, TrainingArguments, set_seed
 
-    from socratic_exp.console import quiet_trainer
+    from socratic_exp.core.progress_callbacks import quiet_trainer
 
     started = time.time()
     # provenance, read before training: the code and machine that build these weights

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.component import setting
-from socratic_exp.errors import UserError
+from socratic_exp.core.component import setting
+from socratic_exp.core.errors import UserError
 from socratic_exp.samplers.base import PromptSampler
 
 if TYPE_CHECKING:

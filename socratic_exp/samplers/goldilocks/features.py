@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.errors import ConfigError
+from socratic_exp.core.errors import ConfigError
 from socratic_exp.tasks.base import question_text
 
 if TYPE_CHECKING:

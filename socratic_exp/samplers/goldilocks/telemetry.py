@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.console import Signal
+from socratic_exp.core.console import Signal
 
 # sampler/updates: the sampler's own counter (sampler/zero_variance_share alone does not say which sampler ran)
 SIGNALS = {"sampler/updates": (Signal("zero-var", "sampler/zero_variance_share"),)}

@@ -3,30 +3,29 @@
 from __future__ import annotations
 
 import errno
-import math
 import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 RESUME_KEY = "resume"
 RUN_DIR_ENV = "SOCRATIC_EXP_RUN_DIR"  # pins the run folder (every rank of a multi-node launch)
+PACKAGE = Path(__file__).resolve().parents[1]  # socratic_exp/
 
 
 def config_dir() -> Path:
     """The packaged copy of ``conf/`` in an installed wheel, else the checkout's top-level ``conf/``."""
-    packaged = Path(__file__).parent / "conf"
-    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "conf"
+    packaged = PACKAGE / "conf"
+    return packaged if packaged.is_dir() else PACKAGE.parent / "conf"
 
 
 def sweeps_dir() -> Path:
     """The packaged copy of ``sweeps/``, else the checkout's."""
-    packaged = Path(__file__).parent / "sweeps"
-    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "sweeps"
+    packaged = PACKAGE / "sweeps"
+    return packaged if packaged.is_dir() else PACKAGE.parent / "sweeps"
 
 
 def register_sweeps() -> None:
@@ -75,7 +74,7 @@ def report_hydra_errors_in_one_line() -> None:
 
 def _user_error_within(err: BaseException) -> BaseException | None:
     """The ``UserError`` that ``err`` wraps (OmegaConf wraps what a resolver raises), if any."""
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     seen: set[int] = set()
     found: BaseException | None = err
@@ -138,7 +137,7 @@ def hydra_error_line(err: BaseException) -> str:
                 )
             if value and within(value) is not None:  # e.g. resume=<folder>, whose summary.json was looked for
                 return f"{key}={shortened(value)}: {found.strerror} (fix: check the path)"
-        from socratic_exp.errors import file_system_error
+        from socratic_exp.core.errors import file_system_error
 
         known = file_system_error(found)  # a file of a run folder: a full disk, a file in the way, ...
         if known is not None:
@@ -161,7 +160,7 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_output_subdir"):
         OmegaConf.register_new_resolver("sx_output_subdir", _output_subdir)
     if not OmegaConf.has_resolver("sx_config_help"):
-        from socratic_exp.config_help import help_resolver
+        from socratic_exp.core.config_help import help_resolver
 
         OmegaConf.register_new_resolver("sx_config_help", help_resolver)  # --help: every key with its help text
 
@@ -174,8 +173,8 @@ def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:
     A missing folder, or one that is not a run folder, is not an error here (Hydra would print a traceback): the
     run gets a fresh folder and reports it in one line.
     """
-    from socratic_exp.distributed import run_folder_of_launch
-    from socratic_exp.run_folder import is_run_folder
+    from socratic_exp.core.distributed import run_folder_of_launch
+    from socratic_exp.core.run_folder import is_run_folder
 
     def decide() -> str:
         start = os.environ.get(RUN_DIR_ENV) or fresh
@@ -196,8 +195,8 @@ def _output_subdir(subdir: str, *, _root_: DictConfig) -> str | None:
     before it writes a byte. Only the main process claims and writes (it removes secrets from the files; another
     rank writing them afterwards would put them back), and never over an existing ``.hydra/``: a resumed run keeps
     the record of how it was launched (the attempts' overrides are in ``summary.json``)."""
-    from socratic_exp import distributed
-    from socratic_exp.run_folder import claim_run_folder
+    from socratic_exp.core import distributed
+    from socratic_exp.core.run_folder import claim_run_folder
 
     if not distributed.is_main():
         return None
@@ -253,7 +252,7 @@ _MISSING = object()
 def comparable_overrides(overrides: list[str]) -> list[str]:
     """Overrides as two launches are compared: ``resume`` aside, sorted, and secrets redacted (the copies kept in
     a run folder never hold them, so a run launched with a secret is still found by ``resume=auto``)."""
-    from socratic_exp.secrets import redact_overrides
+    from socratic_exp.core.secrets import redact_overrides
 
     return sorted(redact_overrides([o for o in overrides if o.split("=", 1)[0].lstrip("+~") != RESUME_KEY]))
 
@@ -272,68 +271,11 @@ def find_interrupted_run(outputs_root: Path, overrides: list[str]) -> Path | Non
         run = overrides_file.parent.parent
         if comparable_overrides(list(OmegaConf.load(overrides_file))) != wanted:
             continue
-        from socratic_exp.checkpoints import checkpoint_step
-        from socratic_exp.run_folder import DAMAGED, read_summary
+        from socratic_exp.core.checkpoints import checkpoint_step
+        from socratic_exp.core.run_folder import DAMAGED, read_summary
 
         status = read_summary(run).get("status")
         checkpoints = (run / "checkpoints").glob("checkpoint-*")  # not the damaged ones set aside (damaged-*)
         if status not in ("completed", DAMAGED) and any(checkpoint_step(p) is not None for p in checkpoints):
             return run
     return None
-
-
-class SweepStatus(Callback):
-    """At the end of a ``-m`` sweep: ``sweep_summary.csv`` / ``.md`` and a table of every job's status and
-    objective; exit 1 if any job failed."""
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A paper sweep over a setup it makes no sense on is refused before any job starts (``sweep_grid``); any
-        launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
-        from socratic_exp.errors import UserError
-        from socratic_exp.secrets import redact_logs, secret_values
-        from socratic_exp.sweep_grid import check_setup
-
-        overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]
-        redact_logs(secret_values(overrides))
-        choices = config.hydra.runtime.choices
-        try:
-            if choices.get("sweep"):
-                check_setup(str(choices["sweep"]), choices.get("experiment"), overrides)
-        except UserError as err:
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(2)
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from socratic_exp.report import write_sweep_summary
-        from socratic_exp.run_folder import read_summary
-        from socratic_exp.secrets import scrub_hydra_files, secret_values
-
-        sweep_dir = Path(config.hydra.sweep.dir)
-        # multirun.yaml holds the command line (the local launcher scrubs it at launch, Hydra's launchers here)
-        scrub_hydra_files(sweep_dir, secret_values([str(o) for o in config.hydra.overrides.task]))
-        if write_sweep_summary(sweep_dir):
-            print(f"sweep summary: {sweep_dir / 'sweep_summary.md'} and .csv", file=sys.stderr)
-        rows = []
-        for summary_file in sorted(sweep_dir.glob("*/summary.json"), key=lambda p: _job_order(p.parent.name)):
-            summary = read_summary(summary_file.parent)
-            rows.append((summary_file.parent.name, summary.get("status", "?"), summary))
-        if not rows:
-            return
-        print(f"\nSweep {sweep_dir}: {len(rows)} jobs", file=sys.stderr)
-        for job, status, summary in rows:
-            value = summary.get("objective")
-            shown = f"{value:.4f}" if isinstance(value, float) and not math.isnan(value) else "-"
-            detail = summary.get("error", {}).get("message", "") if status != "completed" else ""
-            overrides = " ".join(summary.get("overrides", []))
-            print(f"  #{job:<3} {status:<10} objective={shown:<8} {overrides}  {detail}".rstrip(), file=sys.stderr)
-        failed = [job for job, status, _ in rows if status != "completed"]
-        if failed:
-            print(
-                f"{len(failed)} of {len(rows)} jobs did not complete: {', '.join('#' + j for j in failed)}",
-                file=sys.stderr,
-            )
-            sys.exit(1)
-
-
-def _job_order(name: str) -> tuple[int, str]:
-    return (int(name), "") if name.isdigit() else (sys.maxsize, name)

@@ -1,6 +1,6 @@
-"""Trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation, the collapse guard, the
-sampler's state in checkpoints; ``RunCallbacks`` builds a run's list of them. Also how a run ends: the final
-evaluation (``CollapseGuard.final``) and the final model (``save_final_model``)."""
+"""The run's trainer callbacks: TRL's logs into ``metrics.jsonl``, periodic held-out evaluation with the collapse
+guard, the training clock, the sampler's state and the tracker's position in checkpoints, checkpoint notices;
+``RunCallbacks`` builds a run's list of them."""
 
 from __future__ import annotations
 
@@ -8,38 +8,30 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from socratic_exp import distributed
-from socratic_exp.console import PROGRESS_LOG, WorkProgress, log_step_metrics
-from socratic_exp.secrets import scrub_training_args
+from socratic_exp.core.checkpoints import TRACKER_POSITION, checkpoint_folder
+from socratic_exp.core.console import PROGRESS_LOG, log_step_metrics
+from socratic_exp.core.progress_callbacks import ProgressDisplayCallback
+from socratic_exp.core.secrets import scrub_training_args
+from socratic_exp.models.base import LARGE_MODEL_PARAMETERS
+from socratic_exp.runtime.evaluation import TRAIN_SECONDS
 
-TRACKER_POSITION = "tracker_position.json"
 TRAIN_CLOCK = "train_clock.json"
-TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
-LARGE_MODEL_PARAMETERS = 50_000_000  # a load or checkpoint from this size on (200 MB in float32) is announced
 
 log = logging.getLogger("socratic_exp")
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
-    from socratic_exp.console import ProgressDisplay
-    from socratic_exp.evaluation import Evaluator
+    from socratic_exp.core.console import ProgressDisplay
+    from socratic_exp.core.run_folder import MetricsSink
     from socratic_exp.loggers.base import Logger
     from socratic_exp.models.base import Student
-    from socratic_exp.models.lora import LoRA
-    from socratic_exp.run_folder import MetricsSink
+    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.runtime.evaluation import CollapseGuard, Evaluator
     from socratic_exp.samplers.base import PromptSampler
     from socratic_exp.teachers.base import Teacher
-
-
-def checkpoint_folder(args: Any, state: Any) -> Path:
-    """The folder of the checkpoint the trainer saves (``on_save``) or loads at ``state.global_step``."""
-    return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
 
 
 class MetricsFileCallback(TrainerCallback):
@@ -71,31 +63,6 @@ class ResumedIntervalsCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         state.compute_steps(args, state.max_steps)
-
-
-class ProgressDisplayCallback(TrainerCallback):
-    """Feeds the optimizer steps to the console's progress display (the metrics reach it through the sink)."""
-
-    def __init__(self, display: ProgressDisplay):
-        self.display = display
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero:
-            self.display.start(state.max_steps, state.global_step)
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.display.flush()
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero:
-            self.display.advance(state.global_step)
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self.display.flush()  # after MetricsFileCallback (added before): the line shows this step's numbers
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero:
-            self.display.close()
 
 
 class CheckpointNoticeCallback(TrainerCallback):
@@ -135,28 +102,6 @@ class CheckpointNoticeCallback(TrainerCallback):
             logging.getLogger(PROGRESS_LOG).info("checkpoint of step %d saved in %.0f s", state.global_step, seconds)
 
 
-class PhaseProgressCallback(TrainerCallback):
-    """A short TRL phase's optimizer steps (``trl_phases``) as the console's other long work (``WorkProgress``, main
-    process only): a line when it starts, every tenth, when it ends."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.work: WorkProgress | None = None
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero:
-            self.work = WorkProgress(self.name, state.max_steps, "steps")
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.work is not None:
-            self.work.update(state.global_step)
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.work is not None:
-            self.work.close()
-            self.work = None
-
-
 class TrackerPositionCallback(TrainerCallback):
     """Keeps the tracker's step with each checkpoint (``tracker_position.json``), so that a run resumed from that
     checkpoint continues the tracker's history where the checkpoint left it (``Logger.position``)."""
@@ -171,14 +116,6 @@ class TrackerPositionCallback(TrainerCallback):
             (folder / TRACKER_POSITION).write_text(json.dumps({"position": position}))
 
 
-def tracker_position(checkpoint: str | Path | None) -> int | None:
-    """The tracker's step kept with ``checkpoint`` (None when it has none)."""
-    path = Path(checkpoint) / TRACKER_POSITION if checkpoint else None
-    if path is None or not path.is_file():
-        return None
-    return int(json.loads(path.read_text())["position"])
-
-
 class SecretFreeArgumentsCallback(TrainerCallback):
     """Rewrites each checkpoint's ``training_args.bin`` (the pickled TRL arguments) without secrets: a hub token
     given on the command line (``+algorithm.trl_args.hub_token=...``) must not stay in every checkpoint. The
@@ -187,107 +124,6 @@ class SecretFreeArgumentsCallback(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             scrub_training_args(args, checkpoint_folder(args, state))
-
-
-def announce_load(student: Student, seconds: float) -> None:
-    """A line once a large student has loaded: the console's first word after the start-up of a real model (the
-    tiny model loads in a blink and says nothing)."""
-    parameters = student.model.num_parameters()
-    if parameters >= LARGE_MODEL_PARAMETERS:
-        name = student.info.get("name", type(student.model).__name__)
-        dtype = str(student.model.dtype).removeprefix("torch.")
-        logging.getLogger(PROGRESS_LOG).info(
-            "student %s loaded in %.0f s (%.1fM parameters, %s)", name, seconds, parameters / 1e6, dtype
-        )
-
-
-def save_final_model(trainer: Any, student: Student, lora: LoRA, folder: Path) -> None:
-    """The final model: with LoRA and ``model.lora.merge_on_save`` the adapters merged into the weights (a plain
-    transformers model), else what the trainer saves (the weights, or the adapters alone)."""
-    if lora.enabled and lora.merge_on_save:
-        from socratic_exp.models.adapters import save_merged
-
-        if distributed.is_main():
-            save_merged(student.model, student.tokenizer, folder)
-    else:
-        trainer.save_model(str(folder))
-    scrub_training_args(trainer.args, folder)
-
-
-class CollapseGuard:
-    """Watches the held-out objective at every evaluation and keeps the weights of its best one.
-
-    With ``margin`` set, ``observe`` says stop once the objective has been more than ``margin`` below its best for
-    ``patience`` evaluations in a row (late collapse, as reported for self-distillation on math); the run then stops
-    training, puts the best weights back as the final model and records why in ``summary.json``. Without a margin it
-    only tracks the best evaluation (no weights kept), which the summary reports beside the final one.
-    """
-
-    def __init__(self, metric: str, margin: float | None, patience: int = 1, lora: bool = False):
-        self.metric = metric
-        self.lora = lora  # LoRA leaves the base weights as they are: only the adapter's are kept
-        self.margin = margin
-        self.patience = patience
-        self.best: float | None = None
-        self.best_step: int | None = None
-        self.below = 0
-        self.stopped_at: int | None = None
-        self.last: tuple[int, float] | None = None
-        self._weights: dict[str, Any] | None = None
-
-    def observe(self, step: int, metrics: dict[str, Any], model: Any) -> bool:
-        """Record an evaluation; True when the run should stop (and restore the best weights)."""
-        value = metrics.get(self.metric)
-        if value is None:
-            return False
-        self.last = (step, value)
-        if self.best is None or value > self.best:
-            self.best, self.best_step, self.below = value, step, 0
-            if self.margin is not None and self.lora:
-                from socratic_exp.models.adapters import lora_weights
-
-                self._weights = lora_weights(model)  # none at step 0, before the trainer adds the adapters
-            elif self.margin is not None:
-                self._weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            return False
-        self.below = self.below + 1 if value < self.best - (self.margin or 0.0) else 0
-        if self.margin is not None and self.below >= self.patience and self.stopped_at is None:
-            self.stopped_at = step
-        return self.stopped_at is not None
-
-    def restore(self, model: Any) -> None:
-        if self._weights is not None and self.lora:
-            from socratic_exp.models.adapters import load_lora_weights
-
-            load_lora_weights(model, self._weights)
-        elif self._weights is not None:
-            model.load_state_dict(self._weights)
-
-    def final(self, step: int, evaluator: Evaluator, student: Student) -> dict[str, Any]:
-        """The final held-out evaluation at ``step``; after a collapse (training stopped by this guard, or this
-        evaluation falling too far) the best weights are put back and evaluated as the final model."""
-        final = None if self.stopped_at is not None else evaluator.evaluate(student, stage="after training")
-        if final is None or self.observe(step, final, student.model):
-            self.restore(student.model)
-            log.warning(
-                "collapse: %s fell more than %s below its best (%.4f at step %s); stopped at step %s with the "
-                "best weights as the final model",
-                self.metric,
-                self.margin,
-                self.best,
-                self.best_step,
-                self.stopped_at,
-            )
-            final = evaluator.evaluate(student, stage="of the best weights")
-        return final
-
-    def summary(self) -> dict[str, Any]:
-        summary = {"metric": self.metric, "margin": self.margin, "best": self.best, "best_step": self.best_step}
-        if self.last is not None:
-            summary["last_step"], summary["last"] = self.last
-        if self.stopped_at is not None:
-            summary |= {"stopped_at_step": self.stopped_at, "restored_step": self.best_step}
-        return summary
 
 
 class TrainClock(TrainerCallback):

@@ -34,7 +34,7 @@ from typing import IO, Any
 
 STEP_LOG = "socratic_exp.steps"  # TRL's per-step dictionaries: the log file only
 PROGRESS_LOG = "socratic_exp.progress"  # the plain progress lines: the log file; the console when not live
-EVAL_LOG = "socratic_exp.evaluation"  # one line per held-out evaluation: the log file and the console
+EVAL_LOG = "socratic_exp.runtime.evaluation"  # one line per held-out evaluation: the log file and the console
 END_LOG = "socratic_exp.end"  # the line a failed or interrupted run ends with: the log file (stderr has it as printed)
 OURS = "socratic_exp"  # the loggers whose info lines the console shows; the libraries' go to the log file only
 REWARD_WINDOW = 10  # logging steps in the reward's moving mean
@@ -111,27 +111,6 @@ def route_library_logs() -> None:
                 library.removeHandler(handler)
 
 
-def drop_trainer_printing(trainer: Any) -> None:
-    """Remove a transformers ``Trainer``'s progress bar and its dictionary per log, unless ``verbose`` keeps them."""
-    if SHOWN["verbose"]:
-        return
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
-
-
-def quiet_trainer(trainer: Any, name: str) -> None:
-    """Give a transformers ``Trainer`` (e.g. a model's warm-start) a progress line named ``name`` instead of its
-    dictionary per log; with ``verbose`` the trainer is left as it is."""
-    if SHOWN["verbose"]:
-        return
-    from socratic_exp.callbacks import ProgressDisplayCallback
-
-    drop_trainer_printing(trainer)
-    trainer.add_callback(ProgressDisplayCallback(ProgressDisplay(console=SHOWN["console"], name=name)))
-
-
 def import_quietly(module: str) -> None:
     """Import ``module`` with its import-time prints swallowed (transformers' W&B integration prints
     "[INFO] Running in WANDB offline mode" when it is imported with WANDB_MODE=offline)."""
@@ -197,7 +176,7 @@ def say_last(line: str, level: int = logging.ERROR, stream: IO[str] | None = Non
     """A line a run ends with (its failure, a dry run's verdict): printed as it is on ``stream`` (stderr by default;
     the user's last line, without the log format), and written to the run's log file only through logging, so the
     console shows it once."""
-    from socratic_exp.secrets import scrub
+    from socratic_exp.core.secrets import scrub
 
     line = scrub(line)  # an error's message may quote a secret this process knows (the log's records lose it too)
     print(line, file=stream or sys.stderr, flush=True)
@@ -242,8 +221,8 @@ def _number_in(text: str) -> int:
 
 def method_signals() -> dict[str, tuple[Signal, ...]]:
     """A metric-name prefix -> what the progress line shows once a metric with it is logged: every method's
-    ``telemetry.SIGNALS`` (``socratic_exp.methods``); a prefix not logged by a run shows nothing."""
-    from socratic_exp.methods import method_modules
+    ``telemetry.SIGNALS`` (``socratic_exp.core.methods``); a prefix not logged by a run shows nothing."""
+    from socratic_exp.core.methods import method_modules
 
     return {
         prefix: signals for m in method_modules("telemetry") for prefix, signals in getattr(m, "SIGNALS", {}).items()

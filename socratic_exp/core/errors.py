@@ -28,7 +28,7 @@ class ConfigError(UserError):
     """An invalid config value, reported as ``group.key=value: problem (fix: ...)``."""
 
     def __init__(self, key: str, value: object, problem: str, fix: str | None = None):
-        from socratic_exp.secrets import REDACTED, is_secret_key
+        from socratic_exp.core.secrets import REDACTED, is_secret_key
 
         self.key = key
         self.value = value

@@ -67,7 +67,7 @@ def run_folder_of_launch(decide: Callable[[], str], each_decides: bool = False) 
     so through the store: a rank that does not (no shared file system) stops the launch in one line on every node.
     Without torchrun's store, ``each_decides`` (``$SOCRATIC_EXP_RUN_DIR`` set for every rank) lets each rank decide
     alone, and one node shares its folder through a hand-off file; several nodes are refused."""
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     if launched_processes() <= 1:
         return decide()
@@ -98,8 +98,8 @@ def _through_store(decide: Callable[[], str]) -> str:
 
     from torch.distributed import TCPStore
 
-    from socratic_exp.errors import UserError
-    from socratic_exp.run_folder import abandon_run_folder, claim_run_folder, lock_holder
+    from socratic_exp.core.errors import UserError
+    from socratic_exp.core.run_folder import abandon_run_folder, claim_run_folder, lock_holder
 
     address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     try:
@@ -175,7 +175,7 @@ def _through_handoff_file(decide: Callable[[], str]) -> str:
     """One node without torchrun's store: local rank 0 publishes ``decide()`` in a hand-off file that the other ranks
     read, keyed by the launcher process (the ranks' common parent) and ``MASTER_PORT``; a file older than this
     process is a stale one from an earlier launch."""
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     handoff = Path(tempfile.gettempdir()) / f"socratic_exp-run-dir-{os.getppid()}-{os.environ.get('MASTER_PORT', '')}"
     if int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) == 0:
@@ -276,7 +276,7 @@ def launch_layout(trainer: Any) -> dict[str, Any]:
     """How the trainer's processes run (recorded in ``summary.json``): their number and accelerate's distributed
     type. FSDP asked for but not applied is an error: accelerate applies it to GPU processes only, and on CPU
     (``MULTI_CPU``) it would train with plain data parallelism without a word."""
-    from socratic_exp.errors import UserError
+    from socratic_exp.core.errors import UserError
 
     accelerator = trainer.accelerator
     kind = accelerator.distributed_type.value

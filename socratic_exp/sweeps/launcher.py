@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.hydra_support import RUN_DIR_ENV, comparable_overrides
-from socratic_exp.run_folder import read_summary, write_json_atomic
-from socratic_exp.secrets import (
+from socratic_exp.core.config import RUN_DIR_ENV, comparable_overrides
+from socratic_exp.core.run_folder import read_summary, write_json_atomic
+from socratic_exp.core.secrets import (
     config_through_environment,
     leaked_secrets,
     protect_console,
@@ -66,11 +66,11 @@ from socratic_exp.secrets import (
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-CHILD_ENTRY = "from socratic_exp.launcher import child_main; child_main()"
-CHILD_MODULE = "socratic_exp.launcher"  # the same entry for torchrun / accelerate launch, which take a module
+CHILD_ENTRY = "from socratic_exp.sweeps.launcher import child_main; child_main()"
+CHILD_MODULE = "socratic_exp.sweeps.launcher"  # the same entry for torchrun / accelerate launch, which take a module
 LAUNCHER_PID_ENV = "SOCRATIC_EXP_SWEEP_PID"  # the process that started the job: its ranks end when it does
 LAUNCH_LOG = "launch.log"  # a multi-process job's launch output (every rank's console) in its folder
-CHECKOUT = Path(__file__).resolve().parent.parent  # where launch/accelerate/ lives in a checkout
+CHECKOUT = Path(__file__).resolve().parents[2]  # where launch/accelerate/ lives in a checkout
 
 
 class SweepFolderConflict(RuntimeError):
@@ -632,7 +632,7 @@ def run_submitted_job(launcher: Any, how: ProcessLaunch, overrides: Sequence[str
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, setup_globals
 
-    from socratic_exp.hydra_support import register_resolvers
+    from socratic_exp.core.config import register_resolvers
 
     setup_globals()  # as the plugin's own job does: Hydra's resolvers (``now``) and ours, for the job's folder
     register_resolvers()

@@ -48,7 +48,7 @@ def run_phase(trainer: Any, prefix: str, eval_dataset: Any = None) -> dict[str, 
     console's other long work (``WorkProgress``), under ``prefix``."""
     from transformers import PrinterCallback
 
-    from socratic_exp.callbacks import PhaseProgressCallback
+    from socratic_exp.core.progress_callbacks import PhaseProgressCallback
 
     trainer.remove_callback(PrinterCallback)  # the phase's figures are returned and logged by the run
     trainer.add_callback(PhaseProgressCallback(prefix))

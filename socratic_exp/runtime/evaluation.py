@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from socratic_exp.component import Component, setting
-from socratic_exp.distributed import gather_objects, gather_shares, most_on_any_process, my_share
+from socratic_exp.core.component import Component, setting
+from socratic_exp.core.distributed import gather_objects, gather_shares, most_on_any_process, my_share
 from socratic_exp.models.generation import generate
 from socratic_exp.tasks.base import render_prompt
 from socratic_exp.teachers.base import TeacherStats
+
+log = logging.getLogger("socratic_exp")
+TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -191,6 +195,82 @@ class Evaluator:
                     history[i].append(Attempt(completion, verdict.score, verdict.reason))
             counts = stats.counts
         return [max(attempt.score for attempt in tries) for tries in history], counts
+
+
+class CollapseGuard:
+    """Watches the held-out objective at every evaluation and keeps the weights of its best one.
+
+    With ``margin`` set, ``observe`` says stop once the objective has been more than ``margin`` below its best for
+    ``patience`` evaluations in a row (late collapse, as reported for self-distillation on math); the run then stops
+    training, puts the best weights back as the final model and records why in ``summary.json``. Without a margin it
+    only tracks the best evaluation (no weights kept), which the summary reports beside the final one.
+    """
+
+    def __init__(self, metric: str, margin: float | None, patience: int = 1, lora: bool = False):
+        self.metric = metric
+        self.lora = lora  # LoRA leaves the base weights as they are: only the adapter's are kept
+        self.margin = margin
+        self.patience = patience
+        self.best: float | None = None
+        self.best_step: int | None = None
+        self.below = 0
+        self.stopped_at: int | None = None
+        self.last: tuple[int, float] | None = None
+        self._weights: dict[str, Any] | None = None
+
+    def observe(self, step: int, metrics: dict[str, Any], model: Any) -> bool:
+        """Record an evaluation; True when the run should stop (and restore the best weights)."""
+        value = metrics.get(self.metric)
+        if value is None:
+            return False
+        self.last = (step, value)
+        if self.best is None or value > self.best:
+            self.best, self.best_step, self.below = value, step, 0
+            if self.margin is not None and self.lora:
+                from socratic_exp.models.adapters import lora_weights
+
+                self._weights = lora_weights(model)  # none at step 0, before the trainer adds the adapters
+            elif self.margin is not None:
+                self._weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            return False
+        self.below = self.below + 1 if value < self.best - (self.margin or 0.0) else 0
+        if self.margin is not None and self.below >= self.patience and self.stopped_at is None:
+            self.stopped_at = step
+        return self.stopped_at is not None
+
+    def restore(self, model: Any) -> None:
+        if self._weights is not None and self.lora:
+            from socratic_exp.models.adapters import load_lora_weights
+
+            load_lora_weights(model, self._weights)
+        elif self._weights is not None:
+            model.load_state_dict(self._weights)
+
+    def final(self, step: int, evaluator: Evaluator, student: Student) -> dict[str, Any]:
+        """The final held-out evaluation at ``step``; after a collapse (training stopped by this guard, or this
+        evaluation falling too far) the best weights are put back and evaluated as the final model."""
+        final = None if self.stopped_at is not None else evaluator.evaluate(student, stage="after training")
+        if final is None or self.observe(step, final, student.model):
+            self.restore(student.model)
+            log.warning(
+                "collapse: %s fell more than %s below its best (%.4f at step %s); stopped at step %s with the "
+                "best weights as the final model",
+                self.metric,
+                self.margin,
+                self.best,
+                self.best_step,
+                self.stopped_at,
+            )
+            final = evaluator.evaluate(student, stage="of the best weights")
+        return final
+
+    def summary(self) -> dict[str, Any]:
+        summary = {"metric": self.metric, "margin": self.margin, "best": self.best, "best_step": self.best_step}
+        if self.last is not None:
+            summary["last_step"], summary["last"] = self.last
+        if self.stopped_at is not None:
+            summary |= {"stopped_at_step": self.stopped_at, "restored_step": self.best_step}
+        return summary
 
 
 def _by_level(name: str, values: list[float], levels: list[Any], groups: list[Any] | None = None) -> dict[str, float]:

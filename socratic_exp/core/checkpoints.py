@@ -8,12 +8,14 @@ import logging
 import math
 import os
 from pathlib import Path
+from typing import Any
 
-from socratic_exp.errors import UserError
+from socratic_exp.core.errors import UserError
 
 CHECKPOINT_PREFIX = "checkpoint-"  # transformers' checkpoint folders: checkpoint-<step>
 SET_ASIDE_PREFIX = "damaged-"  # a damaged checkpoint set aside: out of the trainer's sight (it globs checkpoint-*)
 TRAINER_STATE = "trainer_state.json"
+TRACKER_POSITION = "tracker_position.json"  # the tracker's step when the checkpoint was saved (Logger.position)
 WEIGHT_FILES = (  # what the trainer loads a checkpoint's model from (one of them), as transformers names them
     "model.safetensors",
     "model.safetensors.index.json",
@@ -36,6 +38,19 @@ SAFETENSORS_DTYPE_BITS = {
 }
 ZIP_LOCAL_HEADER = b"PK\x03\x04"
 SHOWN_DAMAGED = 6  # damaged checkpoints a refusal names one by one
+
+
+def checkpoint_folder(args: Any, state: Any) -> Path:
+    """The folder of the checkpoint the trainer saves (``on_save``) or loads at ``state.global_step``."""
+    return Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}"
+
+
+def tracker_position(checkpoint: str | Path | None) -> int | None:
+    """The tracker's step kept with ``checkpoint`` (None when it has none)."""
+    path = Path(checkpoint) / TRACKER_POSITION if checkpoint else None
+    if path is None or not path.is_file():
+        return None
+    return int(json.loads(path.read_text())["position"])
 
 
 def checkpoint_step(folder: str | Path) -> int | None:

@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from socratic_exp.core.errors import NO_VALUE, ConfigError, UserError
 from socratic_exp.distillers.none import NoDistiller
-from socratic_exp.errors import NO_VALUE, ConfigError, UserError
-from socratic_exp.evaluation import EvalSettings
+from socratic_exp.runtime.evaluation import EvalSettings
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
 
     from socratic_exp.algorithms.base import Algorithm
+    from socratic_exp.core.run_folder import MetricsSink
     from socratic_exp.distillers.base import Distiller
     from socratic_exp.loggers.base import Logger
     from socratic_exp.models.base import ModelSpec, Student
-    from socratic_exp.run_folder import MetricsSink
     from socratic_exp.samplers.base import PromptSampler
     from socratic_exp.tasks.base import Task
     from socratic_exp.teachers.base import Teacher
@@ -177,7 +177,7 @@ def build_trainer(
 
 def trainer_from(*overrides: str, run_dir: Path | None = None) -> Any:
     """The trainer of the config that ``overrides`` compose (no run folder, logger or evaluation around it)."""
-    from socratic_exp.hydra_support import compose
+    from socratic_exp.core.config import compose
 
     bench = workbench(build_components(compose(*overrides)))
     return build_trainer(bench, run_dir or Path(tempfile.mkdtemp()))

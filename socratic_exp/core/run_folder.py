@@ -21,8 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.errors import UserError
-from socratic_exp.secrets import is_secret_key, redact, redact_overrides, scrub_data
+from socratic_exp.core.errors import UserError
+from socratic_exp.core.secrets import is_secret_key, redact, redact_overrides, scrub_data
 
 if TYPE_CHECKING:
     from socratic_exp.loggers.base import Logger
@@ -108,7 +108,7 @@ def machine() -> dict[str, Any]:
 
 def git_commit() -> str | None:
     """The commit of the socratic_exp checkout (with ``+dirty`` for uncommitted changes), if run from one."""
-    source = Path(__file__).resolve().parent.parent
+    source = Path(__file__).resolve().parents[2]
     if not (source / ".git").exists():
         return None
     try:

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, ClassVar, Literal
 
-from socratic_exp.errors import NO_VALUE, ConfigError
+from socratic_exp.core.errors import NO_VALUE, ConfigError
 
 
 def setting(

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from socratic_exp.component import Component, _nested_component
+from socratic_exp.core.component import Component, _nested_component
 
 # the keys of conf/config.yaml outside any option (the same words as their YAML comments)
 TOP_LEVEL_HELP = {
@@ -28,7 +28,7 @@ TOP_LEVEL_HELP = {
     "verbose": "true: TRL's progress bar and per-step metric dictionaries on the console (always in the log file)",
 }
 # top-level blocks without a _target_ that an option class still describes
-SECTIONS = {"eval": "socratic_exp.evaluation.EvalSettings", "axes": "socratic_exp.sweep_grid.SweepAxes"}
+SECTIONS = {"eval": "socratic_exp.runtime.evaluation.EvalSettings", "axes": "socratic_exp.sweeps.grid.SweepAxes"}
 BOUND_WORDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
 

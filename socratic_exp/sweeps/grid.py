@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from socratic_exp.component import Component, setting
-from socratic_exp.errors import UserError
-from socratic_exp.hydra_support import config_dir, sweeps_dir
+from socratic_exp.core.component import Component, setting
+from socratic_exp.core.config import config_dir, sweeps_dir
+from socratic_exp.core.errors import UserError
 
 AXES_KEY = "axes"
 
@@ -132,7 +132,7 @@ def job_overrides(*overrides: str) -> list[list[str]]:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from socratic_exp.hydra_support import register_resolvers, register_sweeps
+    from socratic_exp.core.config import register_resolvers, register_sweeps
 
     register_resolvers()
     register_sweeps()

@@ -1,9 +1,10 @@
 """What a setting needs of the machine and its files, checked by ``dry_run=true`` and in a run's first seconds, before
 anything loads: vLLM installed within the versions TRL supports (``use_vllm``), a ``trl vllm-serve`` that answers
 (``vllm_mode=server``), deepspeed under a DeepSpeed launch, bf16 only where the device computes it, the data files
-readable, every number finite. Each failure is one line naming the setting and the fix. (``check_trl_args``, every
-``trl_args`` key a ``GRPOConfig`` field, is a check of the algorithm's own config; a sweep's launcher checks its own
-settings: processes and GPUs per job, the accelerate profile and the deepspeed it needs.)
+readable, every number finite. Each failure is one line naming the setting and the fix. (``algorithms.trl_args``,
+every ``trl_args`` key a ``GRPOConfig`` field, is a check of the algorithm's own config; a sweep's launcher checks its
+own settings: processes and GPUs per job, the accelerate profile and the deepspeed it needs.) ``dry_run`` is what a
+run with ``dry_run=true`` does once these checks have passed.
 
 Nothing here imports torch, TRL or vLLM: versions come from the packages' metadata, ``GRPOConfig``'s fields from TRL's
 source (``ast``). bf16 alone asks torch, and only when set.
@@ -11,12 +12,12 @@ source (``ast``). bf16 alone asks torch, and only when set.
 
 from __future__ import annotations
 
-import ast
-import functools
 import importlib.metadata
 import importlib.util
+import logging
 import math
 import os
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,14 +26,33 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from socratic_exp.errors import ConfigError, UserError
+from socratic_exp.core.console import say_last
+from socratic_exp.core.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
-    from socratic_exp.assembly import Components
+    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.runtime.lifecycle import Job
+
+log = logging.getLogger("socratic_exp")
 
 SERVER_TIMEOUT_S = 5.0
 TRL_SERVER_TIMEOUT_S = 240.0  # GRPOConfig.vllm_server_timeout's default
 PEEK_ROWS = 5  # the rows of each data file parsed before anything loads
+
+
+def dry_run(components: Components, job: Job) -> None:
+    """``dry_run=true``, once the config and the folder have passed their checks: the teacher's server asked as the
+    run asks it, what each process will hold (read from the model's config, no weights loaded), and a last line."""
+    from socratic_exp.models.memory import launch_settings, plan_memory
+
+    components.teacher.preflight()
+    if job.is_main:
+        plan = plan_memory(components, **launch_settings()).table()
+        if job.multirun:  # a sweep's job: its log file (the console keeps one line a job)
+            log.info("%s", plan)
+        else:
+            say_last(plan, logging.INFO, sys.stdout)
+    say_last(f"config OK: {' '.join(f'{g}={c}' for g, c in job.choices.items())}", logging.INFO, sys.stdout)
 
 
 def check_requirements(cfg: DictConfig, components: Components, wait_for_servers: bool = False) -> None:
@@ -123,46 +143,6 @@ def check_vllm_server(trl_args: dict[str, Any], wait_s: float = 0.0) -> None:
 def check_deepspeed(what: str) -> None:
     if importlib.util.find_spec("deepspeed") is None:
         raise UserError(f"{what} needs deepspeed, which is not installed", 'pip install -e ".[deepspeed]"')
-
-
-# --- TRL's settings ----------------------------------------------------------------------------------------------
-def check_trl_args(trl_args: dict[str, Any]) -> None:
-    known = grpo_config_fields()
-    for key in trl_args:
-        if key not in known:
-            close = sorted(k for k in known if k.startswith(key[:4]))[:5]
-            raise ConfigError(
-                f"algorithm.trl_args.{key}",
-                trl_args[key],
-                "is not a trl.GRPOConfig field",
-                f"check the name in TRL {importlib.metadata.version('trl')}'s GRPOConfig"
-                + (f" (close: {', '.join(close)})" if close else ""),
-            )
-
-
-@functools.cache
-def grpo_config_fields() -> frozenset[str]:
-    """``trl.GRPOConfig``'s dataclass fields, read from the installed TRL's source and transformers' (its bases'
-    annotated class attributes), without importing either (importing TRL takes seconds)."""
-    trl_dir = Path(importlib.util.find_spec("trl").origin).parent  # type: ignore[union-attr, arg-type]
-    transformers_dir = Path(importlib.util.find_spec("transformers").origin).parent  # type: ignore[union-attr, arg-type]
-    chain = [
-        (trl_dir / "trainer" / "grpo_config.py", "GRPOConfig"),
-        (trl_dir / "trainer" / "base_config.py", "_BaseConfig"),
-        (transformers_dir / "training_args.py", "TrainingArguments"),
-    ]
-    fields: set[str] = set()
-    for path, name in chain:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
-        fields |= {
-            node.target.id
-            for node in cls.body
-            if isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and "ClassVar" not in ast.unparse(node.annotation)
-        }
-    return frozenset(fields)
 
 
 def check_bf16(trl_args: dict[str, Any]) -> None:

@@ -1,0 +1,17 @@
+"""The core: what every other part of the package stands on.
+
+Owns:
+
+- ``errors.py``: the errors a user sees, one line each;
+- ``secrets.py``: secrets found and redacted, everywhere they could be written;
+- ``component.py``: the base of every option (its settings, their help and their ranges);
+- ``config.py``: Hydra's side: where ``conf/`` and ``sweeps/`` live, ``compose()``, the resolvers behind the run and
+  sweep folders (``resume``), Hydra's own errors in one line; ``config_help.py``: ``--help``;
+- ``console.py``: what a run shows on the terminal; ``progress_callbacks.py``: a trainer's progress shown there;
+- ``run_folder.py``: the run folder, what is written there and read back, and its one owner; ``checkpoints.py``:
+  its checkpoints, which one a run resumes from and whether each can be read;
+- ``distributed.py``: several processes, who writes and what is gathered;
+- ``methods.py``: each method's own modules (telemetry, evidence), found in the method folders by name.
+
+May import: nothing of the package outside the core (a method's modules are found by name, never imported here).
+"""
