@@ -110,7 +110,6 @@ def build(run: Run) -> None:
     # in a sweep the jobs' progress goes to their log files; the launcher prints a line per job start and end
     console, verbose = job.is_main and not job.multirun, bool(cfg.get("verbose"))
     run.display = run_console(str(cfg.objective), console=console, verbose=verbose)
-    )
     set_seed(cfg.seed)
     run.checkpoint = last_checkpoint(job.run_dir, writes=job.is_main)
     evaluated = "initial" in run.record.data  # an earlier attempt got past the first evaluation
