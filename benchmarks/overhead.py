@@ -18,8 +18,8 @@ from socratic_exp.core.console import ProgressDisplay
 from socratic_exp.core.run_folder import MetricsFile, MetricsSink
 from socratic_exp.loggers.base import Logger
 from socratic_exp.runtime.assembly import Workbench, build_components, build_trainer, workbench
-from socratic_exp.runtime.callbacks import CollapseGuard, RunCallbacks
-from socratic_exp.runtime.evaluation import Evaluator
+from socratic_exp.runtime.callbacks import RunCallbacks
+from socratic_exp.runtime.evaluation import CollapseGuard, Evaluator
 
 STEPS, BLOCKS = 15, 3
 

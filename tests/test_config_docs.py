@@ -339,3 +339,38 @@ def test_help_lists_every_key_of_the_composed_config():
 
 def _field_help(cls: type, name: str) -> str:
     return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
+
+
+def test_help_lists_the_sweeps_arm_groups_apart():
+    text = _help()
+    users, arms = text.split("== Configuration groups ==", 1)[1].split("Sweep arms (internal", 1)
+    arms = arms.split("== Config ==", 1)[0]
+    assert re.search(r"^teacher: blackbox, llm, none, qwen27b, rule$", users, flags=re.MULTILINE)
+    assert not re.search(r"^(evidence_arm|variant|vpd_arm)\b", users, flags=re.MULTILINE)
+    assert re.search(r"^evidence_arm: composition, .*\(\+sweep=evidence / evidence_sparse\)$", arms, flags=re.MULTILINE)
+    assert re.search(r"^variant: full, without_rd, without_tg +\(\+sweep=socraticpo_ablation\)$", arms, re.MULTILINE)
+    assert re.search(r"^vpd_arm/sdpo: environment, sibling, teacher +\(\+sweep=vpd_ablation\)$", arms, re.MULTILINE)
+
+
+def test_an_arm_group_is_one_only_a_sweep_adds(tmp_path):
+    from socratic_exp.core.config_help import groups_help, sweep_arm_groups
+
+    conf, sweeps = tmp_path / "conf", tmp_path / "sweeps"
+    for path in ("task/a", "task/b", "debug/fast", "arm/x", "arm/y", "arm/sub/z"):
+        (conf / f"{path}.yaml").parent.mkdir(parents=True, exist_ok=True)
+        (conf / f"{path}.yaml").write_text("{}\n")
+    (conf / "config.yaml").write_text("defaults:\n  - _self_\n  - task: a\n  - debug: null\n")
+    sweeps.mkdir()
+    grid = "hydra:\n  sweeper:\n    params:\n      {}\n"
+    (sweeps / "s.yaml").write_text(grid.format("'+arm': x,y\n      task: a,b"))
+    (sweeps / "t.yaml").write_text(grid.format("'+debug': fast"))  # in the defaults: a user's group
+    (sweeps / "u.yaml").write_text("grid: {}\n")  # no hydra block
+    assert sweep_arm_groups(conf, sweeps) == {"arm": ["s"]}
+    assert groups_help(conf, sweeps).splitlines() == [
+        "debug: fast",
+        "task: a, b",
+        "",
+        "Sweep arms (internal: each job of a paper sweep gets one, the sweep chooses it):",
+        "arm: x, y   (+sweep=s)",
+        "arm/sub: z   (+sweep=s)",
+    ]

@@ -277,8 +277,8 @@ def test_a_large_student_announces_its_load_and_checkpoints_and_a_small_one_stay
     after its logs (and evaluation), then the time the save took."""
     from types import SimpleNamespace
 
-    from socratic_exp.models.base import Student
-    from socratic_exp.runtime.callbacks import CheckpointNoticeCallback, announce_load
+    from socratic_exp.models.base import Student, announce_load
+    from socratic_exp.runtime.callbacks import CheckpointNoticeCallback
 
     display, _, caplog = plain
     smollm2, tiny = _Model(134_515_008), _Model(49_999_999)

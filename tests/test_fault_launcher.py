@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import assert_refused
 
-from socratic_exp.sweeps import launcher
+from socratic_exp.multirun import launcher
 
 pytestmark = pytest.mark.fault
 

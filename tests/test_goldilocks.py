@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from socratic_exp.core.errors import UserError
 from socratic_exp.core.run_folder import read_metrics, read_summary
+from socratic_exp.multirun.grid import job_overrides
 from socratic_exp.runtime.assembly import build_components
 from socratic_exp.samplers.base import STATE_FILE, GroupStats, group_rewards, utility
 from socratic_exp.samplers.goldilocks import sampler as runtime
@@ -27,7 +28,6 @@ from socratic_exp.samplers.goldilocks.predictor import (
 from socratic_exp.samplers.goldilocks.sampler import GoldilocksSelector
 from socratic_exp.samplers.goldilocks.selector import best_of_each, candidate_groups, ranked, top_of_pool
 from socratic_exp.samplers.uniform import UniformSampler
-from socratic_exp.sweeps.grid import job_overrides
 
 # --- the target and the group statistics --------------------------------------------------------------------------
 

@@ -257,7 +257,7 @@ ROOMS = {  # a room: the rooms it may import besides its own
     "groups": {"core"},  # the config groups (CONFIG_GROUPS), which build on each other
     "runtime": {"core", "groups"},
     "study": {"core", "groups", "runtime"},
-    "sweeps": {"core", "groups", "runtime", "study"},
+    "multirun": {"core", "groups", "runtime", "study"},
 }
 
 

@@ -242,7 +242,7 @@ def test_the_ema_teacher_adapter_moves_a_share_toward_the_student():
 
 
 def test_collapse_guard_puts_the_adapter_back_and_a_step_0_snapshot_means_no_adapter():
-    from socratic_exp.runtime.callbacks import CollapseGuard
+    from socratic_exp.runtime.evaluation import CollapseGuard
 
     model, plain, _ = _peft()
     guard = CollapseGuard("acc", margin=0.1, lora=True)

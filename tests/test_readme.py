@@ -10,8 +10,8 @@ import pytest
 from conftest import ROOT, compose
 
 from socratic_exp.core.errors import ConfigError
+from socratic_exp.multirun.grid import check_setup
 from socratic_exp.runtime.assembly import build_components
-from socratic_exp.sweeps.grid import check_setup
 
 # flags and values that are not overrides, or need something outside the config (a run folder, a shell variable)
 NOT_CHECKABLE = ("--help", "--cfg", "resume=outputs", "$", "<")

@@ -203,7 +203,7 @@ def test_a_job_composed_through_the_environment_gets_the_same_config(monkeypatch
 
 def test_the_local_launchers_job_files_hold_no_secret_and_the_job_gets_it(run_in_process, monkeypatch):
     """What the launcher writes to each job's file (its pickled payload) and what it hands the job's process."""
-    from socratic_exp.sweeps import launcher
+    from socratic_exp.multirun import launcher
 
     canary = "hf_canary_job_file_1234567890"
     handed: list[tuple[bytes, dict[str, str]]] = []

@@ -9,9 +9,9 @@ from conftest import ROOT, compose
 from omegaconf import OmegaConf
 
 from socratic_exp.core.errors import UserError
+from socratic_exp.multirun.grid import Grid, check_setup, job_overrides
+from socratic_exp.multirun.grid import overlay as overlay_choices
 from socratic_exp.runtime.assembly import build_components
-from socratic_exp.sweeps.grid import Grid, check_setup, job_overrides
-from socratic_exp.sweeps.grid import overlay as overlay_choices
 
 SWEEPS = sorted(p.stem for p in (ROOT / "sweeps").glob("*.yaml"))
 OVERLAYS = [None, *sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))]
@@ -107,7 +107,8 @@ def test_a_refused_pair_stops_the_launch_in_one_line(run_app):
 
 
 def test_a_key_the_user_never_set_names_the_overlay_that_set_it(capsys):
-    from socratic_exp.runtime.lifecycle import Job, validate
+    from socratic_exp.runtime.compose import validate
+    from socratic_exp.runtime.lifecycle import Job
 
     cfg = compose("experiment=socraticpo_sciknoweval", "task=arithmetic")
     job = Job(run_dir=ROOT, multirun=False, overrides=["experiment=socraticpo_sciknoweval", "task=arithmetic"],

@@ -19,9 +19,9 @@ from conftest import ROOT, compose
 
 from socratic_exp.core.config import _sweep_dir
 from socratic_exp.core.run_folder import read_summary
+from socratic_exp.multirun import launcher
+from socratic_exp.multirun.grid import job_overrides
 from socratic_exp.runtime.assembly import build_components
-from socratic_exp.sweeps import launcher
-from socratic_exp.sweeps.grid import job_overrides
 
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
 ACCELERATE_PROFILES = sorted((ROOT / "launch" / "accelerate").glob("*.yaml"))
@@ -141,7 +141,7 @@ def test_a_job_is_interrupted_when_its_sweep_process_is_killed(tmp_path):
     # a "sweep" process starts a "job" that watches it, then the sweep is SIGKILLed (no handler can run in it)
     job = textwrap.dedent(f"""
         import os, sys, time
-        from socratic_exp.sweeps.launcher import interrupt_when_orphaned
+        from socratic_exp.multirun.launcher import interrupt_when_orphaned
         interrupt_when_orphaned(os.getppid(), poll_seconds=0.05)
         print("ready", flush=True)
         try:

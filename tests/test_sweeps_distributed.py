@@ -18,7 +18,7 @@ import yaml
 from conftest import ROOT
 
 from socratic_exp.core.run_folder import read_metrics, read_summary
-from socratic_exp.sweeps import launcher
+from socratic_exp.multirun import launcher
 
 # 2 optimizer steps (a checkpoint at step 2), a 16-question evaluation before and after: the shortest real run
 SHORT_JOB = (
@@ -62,7 +62,7 @@ def test_the_settings_choose_the_launch_tool_and_its_command(tmp_path, monkeypat
     assert torchrun[1:3] == ["-m", "torch.distributed.run"]
     assert torchrun[torchrun.index("--nproc_per_node") + 1] == "2"
     assert torchrun[torchrun.index("--master_port") + 1] == "29123"
-    assert torchrun[-4:] == ["-m", "socratic_exp.sweeps.launcher", str(job), str(results)]
+    assert torchrun[-4:] == ["-m", "socratic_exp.multirun.launcher", str(job), str(results)]
     # a profile of launch/accelerate/ is found from any working folder (the checkout's), and launches with accelerate
     monkeypatch.chdir(tmp_path)
     how = launcher.process_launch(4, "launch/accelerate/zero2.yaml")
@@ -173,7 +173,7 @@ def test_a_rank_is_interrupted_when_the_sweep_dies_though_its_launch_tool_lives_
     marker = tmp_path / "interrupted"
     rank = textwrap.dedent(f"""
         import os, time
-        from socratic_exp.sweeps.launcher import interrupt_when_orphaned
+        from socratic_exp.multirun.launcher import interrupt_when_orphaned
         interrupt_when_orphaned(os.getppid(), poll_seconds=0.05, launcher=int(os.environ["SWEEP"]))
         try:
             print("ready", flush=True)  # inside the try: an interrupt right after it still reaches the handler

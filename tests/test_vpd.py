@@ -574,7 +574,7 @@ def test_the_trust_region_teacher_mixes_the_live_students_logits_with_the_initia
 
 
 def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
-    from socratic_exp.runtime.callbacks import CollapseGuard
+    from socratic_exp.runtime.evaluation import CollapseGuard
 
     model = torch.nn.Linear(2, 1)
     guard = CollapseGuard("eval/greedy_acc", margin=0.05, patience=2)
@@ -599,7 +599,8 @@ def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
 def test_periodic_evaluation_stops_training_on_collapse():
     from types import SimpleNamespace
 
-    from socratic_exp.runtime.callbacks import CollapseGuard, PeriodicEvalCallback
+    from socratic_exp.runtime.callbacks import PeriodicEvalCallback
+    from socratic_exp.runtime.evaluation import CollapseGuard
 
     scores = iter([0.5, 0.2])
     evaluator = SimpleNamespace(evaluate=lambda student, stage="": {"eval/greedy_acc": next(scores)})

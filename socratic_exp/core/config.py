@@ -160,9 +160,10 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_output_subdir"):
         OmegaConf.register_new_resolver("sx_output_subdir", _output_subdir)
     if not OmegaConf.has_resolver("sx_config_help"):
-        from socratic_exp.core.config_help import help_resolver
+        from socratic_exp.core.config_help import groups_resolver, help_resolver
 
         OmegaConf.register_new_resolver("sx_config_help", help_resolver)  # --help: every key with its help text
+        OmegaConf.register_new_resolver("sx_config_groups", groups_resolver)  # --help: the groups, sweep arms apart
 
 
 def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:

@@ -1,4 +1,5 @@
-"""What ``python -m socratic_exp --help`` lists under "Config": the composed config, each key with its help text.
+"""What ``python -m socratic_exp --help`` lists: the configuration groups (the sweeps' internal ones apart) and, under
+"Config", the composed config, each key with its help text.
 
 Hydra's own listing prints the composed config without a word about any key (OmegaConf drops YAML comments). Here
 every key of a chosen option gets the help text its dataclass field declares (``setting(..., help=...)``, the same
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import typing
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -28,7 +30,7 @@ TOP_LEVEL_HELP = {
     "verbose": "true: TRL's progress bar and per-step metric dictionaries on the console (always in the log file)",
 }
 # top-level blocks without a _target_ that an option class still describes
-SECTIONS = {"eval": "socratic_exp.runtime.evaluation.EvalSettings", "axes": "socratic_exp.sweeps.grid.SweepAxes"}
+SECTIONS = {"eval": "socratic_exp.runtime.evaluation.EvalSettings", "axes": "socratic_exp.multirun.grid.SweepAxes"}
 BOUND_WORDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
 
@@ -121,3 +123,51 @@ _Dumper.add_representer(str, _represent_str)
 def help_resolver(*, _root_: DictConfig) -> str:
     """``${sx_config_help:}`` in ``hydra.help.template``; ``$`` doubled for Hydra's string.Template."""
     return annotated_config(_root_).replace("$", "$$")
+
+
+def config_groups(conf: Path) -> dict[str, list[str]]:
+    """Each config group under ``conf`` (nested ones as ``group/sub``) with its options, as Hydra names them."""
+    groups: dict[str, list[str]] = {}
+    for folder in sorted(p for p in conf.rglob("*") if p.is_dir() and p.relative_to(conf).parts[0] != "hydra"):
+        options = sorted(f.stem for f in folder.glob("*.yaml"))
+        if options:
+            groups[folder.relative_to(conf).as_posix()] = options
+    return groups
+
+
+def sweep_arm_groups(conf: Path, sweeps: Path) -> dict[str, list[str]]:
+    """The groups only the paper sweeps choose (each job gets one arm): absent from ``config.yaml``'s defaults and
+    added by a sweep's grid (``+group: a,b`` under ``hydra.sweeper.params``); each with the sweeps that choose it."""
+    defaults = yaml.safe_load((conf / "config.yaml").read_text())["defaults"]
+    default_groups = {next(iter(entry)).split(" ")[-1] for entry in defaults if isinstance(entry, dict)}
+    arms: dict[str, list[str]] = {}
+    for sweep in sorted(sweeps.glob("*.yaml")):
+        params = (yaml.safe_load(sweep.read_text()).get("hydra") or {}).get("sweeper", {}).get("params") or {}
+        for key in params:
+            group = str(key).lstrip("+")
+            if str(key).startswith("+") and group not in default_groups and (conf / group).is_dir():
+                arms.setdefault(group, []).append(sweep.stem)
+    return arms
+
+
+def groups_help(conf: Path, sweeps: Path) -> str:
+    """The groups a user composes a run from, then the sweeps' arm groups apart."""
+    arms = sweep_arm_groups(conf, sweeps)
+    lines, internal = [], []
+    for group, options in config_groups(conf).items():
+        arm_of = arms.get(group.split("/")[0])
+        line = f"{group}: {', '.join(options)}"
+        if arm_of:
+            internal.append(f"{line}   (+sweep={' / '.join(arm_of)})")
+        else:
+            lines.append(line)
+    return "\n".join(
+        [*lines, "", "Sweep arms (internal: each job of a paper sweep gets one, the sweep chooses it):", *internal]
+    )
+
+
+def groups_resolver() -> str:
+    """``${sx_config_groups:}`` in ``hydra.help.template``, in place of Hydra's ``$APP_CONFIG_GROUPS``."""
+    from socratic_exp.core.config import config_dir, sweeps_dir
+
+    return groups_help(config_dir(), sweeps_dir()).replace("$", "$$")

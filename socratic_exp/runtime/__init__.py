@@ -11,5 +11,5 @@ Owns:
 - ``callbacks.py``: the run's trainer callbacks (stage 4).
 
 May import: ``core`` and the config groups (tasks, models, teachers, samplers, distillers, loggers, algorithms),
-never ``study`` or ``sweeps``.
+never ``study`` or ``multirun``.
 """

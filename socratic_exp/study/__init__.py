@@ -13,5 +13,5 @@ A method's own part of the study (its ``telemetry.py``: signals and plots; its `
 lives in the method's folder, so that a method is one folder, and belongs to this room.
 
 May import: ``core``, the config groups and ``runtime`` (the premises build a student as a run does), never
-``sweeps``.
+``multirun``.
 """

@@ -66,8 +66,8 @@ from socratic_exp.core.secrets import (
 
 log = logging.getLogger(__name__)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-CHILD_ENTRY = "from socratic_exp.sweeps.launcher import child_main; child_main()"
-CHILD_MODULE = "socratic_exp.sweeps.launcher"  # the same entry for torchrun / accelerate launch, which take a module
+CHILD_ENTRY = "from socratic_exp.multirun.launcher import child_main; child_main()"
+CHILD_MODULE = "socratic_exp.multirun.launcher"  # the same entry for torchrun / accelerate launch, which take a module
 LAUNCHER_PID_ENV = "SOCRATIC_EXP_SWEEP_PID"  # the process that started the job: its ranks end when it does
 LAUNCH_LOG = "launch.log"  # a multi-process job's launch output (every rank's console) in its folder
 CHECKOUT = Path(__file__).resolve().parents[2]  # where launch/accelerate/ lives in a checkout

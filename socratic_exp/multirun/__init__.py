@@ -1,4 +1,4 @@
-"""The sweep machinery: ``-m`` sweeps and the paper grids of ``sweeps/``.
+"""The sweep machinery (Hydra's multirun): ``-m`` sweeps and the paper grids of ``sweeps/``.
 
 Owns:
 

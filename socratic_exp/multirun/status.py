@@ -21,7 +21,7 @@ class SweepStatus(Callback):
         launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
         from socratic_exp.core.errors import UserError
         from socratic_exp.core.secrets import redact_logs, secret_values
-        from socratic_exp.sweeps.grid import check_setup
+        from socratic_exp.multirun.grid import check_setup
 
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]
         redact_logs(secret_values(overrides))
