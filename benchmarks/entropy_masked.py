@@ -1,7 +1,7 @@
-"""``algorithm=entropy_masked``: its step time relative to ``algorithm=grpo``, and a sweep's results.
+"""``algorithm=entropy_masked``: its step time relative to ``algorithm=grpo``.
 
     python benchmarks/entropy_masked.py step-time [overrides]      # e.g. algorithm.rho=0.2 algorithm.mode=random
-    python benchmarks/entropy_masked.py sweep <multirun folder>...  # mean +- std per rho and mode, and a plot
+    python -m socratic_exp.report <sweep folder>   # +sweep=entropy_quantile's results: tables, curves, rho plot
 
 ``step-time`` builds both trainers from the same warm-started student and times what differs between them, the
 loss and its backward pass, on one shared rollout batch (40 back-to-back pairs, alternating which goes first);
@@ -13,8 +13,6 @@ is the ranking pre-pass that a generation batch split into several loss calls ge
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import statistics
 import sys
 import tempfile
@@ -92,64 +90,8 @@ def step_time(overrides: list[str]) -> None:
     )
 
 
-def sweep_report(sweep_dirs: list[Path]) -> None:
-    """Per (rho, mode), over the completed jobs of one or more multirun folders: the objective after training and its
-    gain over the run's own evaluation before training (each seed draws its own held-out set, so the gain varies
-    less between seeds), as mean +- std tables and ``entropy_quantile.png`` in the first folder. rho=1 is plain
-    GRPO in every mode, so its jobs are pooled into one baseline."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    measures: dict[str, dict[tuple[float, str], list[float]]] = {"final": defaultdict(list), "gain": defaultdict(list)}
-    objective = None
-    for summary_file in sorted(f for sweep_dir in sweep_dirs for f in sweep_dir.glob("*/summary.json")):
-        summary = json.loads(summary_file.read_text())
-        if summary.get("status") != "completed":
-            continue
-        algorithm, objective = summary["config"]["algorithm"], summary["config"]["objective"]
-        key = (algorithm["rho"], "any" if algorithm["rho"] == 1.0 else algorithm["mode"])
-        measures["final"][key].append(summary["objective"])
-        measures["gain"][key].append(summary["objective"] - summary["initial"][objective])
-    if not measures["final"]:
-        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
-    rhos = sorted({rho for rho, _ in measures["final"]})
-    modes = [m for m in ("top", "bottom", "random", "any") if any(mode == m for _, mode in measures["final"])]
-
-    def cell(values: list[float], signed: bool) -> str:
-        if not values:
-            return "-"
-        std = statistics.stdev(values) if len(values) > 1 else math.nan
-        return f"{statistics.mean(values):{'+' if signed else ''}.3f} +- {std:.3f} (n={len(values)})"
-
-    figure, panels = plt.subplots(1, 2, figsize=(11, 4))
-    for (measure, results), axes in zip(measures.items(), panels, strict=True):
-        print(f"\n{objective}, {measure} (mean +- std over seeds)")
-        print("rho    " + "".join(f"{mode:>24}" for mode in modes))
-        for rho in rhos:
-            cells = [cell(results.get((rho, mode), []), signed=measure == "gain") for mode in modes]
-            print(f"{rho:<7}" + "".join(f"{c:>24}" for c in cells))
-        for mode in [m for m in modes if m != "any"]:
-            points = [(rho, results[(rho, mode)]) for rho in rhos if (rho, mode) in results]
-            stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in points]
-            means = [statistics.mean(v) for _, v in points]
-            axes.errorbar([rho for rho, _ in points], means, yerr=stds, marker="o", capsize=3, label=mode)
-        if "any" in modes:
-            axes.axhline(statistics.mean(results[(1.0, "any")]), color="grey", linestyle="--", label="rho=1 (GRPO)")
-        axes.set_xlabel("rho (share of completion tokens in the policy loss)")
-        axes.set_ylabel(objective if measure == "final" else f"{objective}: after - before training")
-        axes.legend(title="mode")
-    figure.tight_layout()
-    plot = sweep_dirs[0] / "entropy_quantile.png"
-    figure.savefig(plot, dpi=120)
-    print(f"plot: {plot}")
-
-
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "step-time":
         step_time(sys.argv[2:])
-    elif len(sys.argv) >= 3 and sys.argv[1] == "sweep":
-        sweep_report([Path(arg) for arg in sys.argv[2:]])
     else:
         sys.exit(__doc__.split("\n\n")[1])

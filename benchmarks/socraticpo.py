@@ -1,7 +1,7 @@
-"""``algorithm=socraticpo``: its step time relative to ``algorithm=grpo``, and the ablation sweep's results.
+"""``algorithm=socraticpo``: its step time relative to ``algorithm=grpo``.
 
     python benchmarks/socraticpo.py step-time [overrides]      # e.g. teacher=llm algorithm.max_attempts=2
-    python benchmarks/socraticpo.py sweep <multirun folder>...  # mean +- std per variant and teacher, and plots
+    python -m socratic_exp.report <sweep folder>   # +sweep=socraticpo_ablation's results: tables, curves, plots
 
 ``step-time`` builds the trainers (``grpo``; ``socraticpo`` as configured, by default with the KL to the initial
 policy folded into its returns; ``socraticpo_no_kl``, the same with ``algorithm.kl_coef=0``) from the same
@@ -23,12 +23,8 @@ from paired_trainers import build_trainers, paired_steps
 
 from socratic_exp.core.config import compose
 from socratic_exp.runtime.assembly import build_components, workbench
-from socratic_exp.study.curves import mean_curve
-from socratic_exp.study.runs import find_runs
-from socratic_exp.study.tables import format_mean_std
 
 REPEATS, WARMUP = 12, 1
-VARIANTS = ("full", "without_tg", "without_rd")
 
 
 def step_time(overrides: list[str]) -> None:
@@ -105,82 +101,8 @@ def generation_work(rollouts: list, max_attempts: int) -> dict[str, float]:
     }
 
 
-def variant_of(config: dict) -> str:
-    algorithm = config["algorithm"]
-    if algorithm["guidance"] == "fixed_retry":
-        return "without_tg"
-    return "full" if algorithm["reward_decay"] else "without_rd"
-
-
-def sweep_report(sweep_dirs: list[Path]) -> None:
-    """Per (variant, teacher) over the completed jobs: held-out unassisted (greedy) and assisted accuracy after
-    training and the unassisted gain, as mean +- std; ``socraticpo_ablation.png`` in the first folder plots the
-    training curves (unassisted = attempt 1 vs guided = solved within K attempts) and held-out accuracy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    finals: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    curves: dict[tuple[str, str], list[list[dict]]] = defaultdict(list)
-    max_attempts: dict[tuple[str, str], int] = {}
-    for run in find_runs(sweep_dirs):
-        summary = run.summary
-        if run.status != "completed":
-            continue
-        key = (variant_of(summary["config"]), summary["choices"]["teacher"])
-        max_attempts[key] = summary["config"]["algorithm"]["max_attempts"]
-        initial, final = summary["initial"], summary["final"]
-        finals[key]["unassisted"].append(final["eval/greedy_acc"])
-        finals[key]["gain"].append(final["eval/greedy_acc"] - initial["eval/greedy_acc"])
-        if "eval/assisted_acc" in final:
-            finals[key]["assisted"].append(final["eval/assisted_acc"])
-        curves[key].append(run.records)
-    if not finals:
-        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
-
-    teachers = sorted({teacher for _, teacher in finals})
-    print("held-out accuracy after training, mean +- std over seeds (n = seeds)")
-    print(f"{'variant':<12}{'teacher':<9}{'n':>3}{'unassisted':>18}{'gain':>18}{'assisted':>18}")
-    for variant in VARIANTS:
-        for teacher in teachers:
-            values = finals.get((variant, teacher))
-            if values:
-                print(
-                    f"{variant:<12}{teacher:<9}{len(values['unassisted']):>3}{format_mean_std(values['unassisted']):>18}"
-                    f"{format_mean_std(values['gain'], signed=True):>18}{format_mean_std(values['assisted']):>18}"
-                )
-    figure, panels = plt.subplots(2, len(teachers), figsize=(6 * len(teachers), 8), squeeze=False)
-    for column, teacher in enumerate(teachers):
-        for variant, color in zip(VARIANTS, ("C0", "C1", "C2"), strict=True):
-            runs = curves.get((variant, teacher))
-            if not runs:
-                continue
-            guided = f"socraticpo/guided_acc/step{max_attempts[(variant, teacher)]}"
-            for metric, style in (("socraticpo/unassisted_acc", "-"), (guided, "--")):
-                steps, means, _ = mean_curve(runs, metric, window=4)
-                label = f"{variant}: {'unassisted' if style == '-' else 'guided'}"
-                panels[0][column].plot(steps, means, style, color=color, label=label)
-            for metric, style in (("eval/greedy_acc", "-"), ("eval/assisted_acc", "--")):
-                steps, means, _ = mean_curve(runs, metric, window=1)
-                panels[1][column].plot(steps, means, style, marker="o", color=color, label=f"{variant}: {metric}")
-        panels[0][column].set_title(f"teacher={teacher}: training rollouts (seed mean, last 4 logs)")
-        panels[0][column].set_ylabel("accuracy")
-        panels[1][column].set_title(f"teacher={teacher}: held-out")
-        panels[1][column].set_xlabel("step")
-        panels[1][column].set_ylabel("accuracy")
-        for axes in panels[:, column]:
-            axes.legend(fontsize=7)
-    figure.tight_layout()
-    plot = sweep_dirs[0] / "socraticpo_ablation.png"
-    figure.savefig(plot, dpi=110)
-    print(f"plot: {plot}")
-
-
 if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "step-time":
         step_time(sys.argv[2:])
-    elif len(sys.argv) >= 3 and sys.argv[1] == "sweep":
-        sweep_report([Path(arg) for arg in sys.argv[2:]])
     else:
         sys.exit(__doc__.split("\n\n")[1])

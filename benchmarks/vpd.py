@@ -1,10 +1,10 @@
-"""``algorithm=vpd`` and ``algorithm=sdpo``: step time and memory relative to ``algorithm=grpo``, what each feedback
-context gives the teacher, and the ablation sweep's results.
+"""``algorithm=vpd`` and ``algorithm=sdpo``: step time and memory relative to ``algorithm=grpo``, and what each
+feedback context gives the teacher.
 
     python benchmarks/vpd.py step-time [overrides]      # e.g. algorithm.feedback=teacher teacher=rule
     python benchmarks/vpd.py memory [overrides]         # peak RSS of grpo / sdpo / vpd (shared and copy teacher)
     python benchmarks/vpd.py contexts                   # the teacher's accuracy in each feedback context
-    python benchmarks/vpd.py sweep <multirun folder>... # mean +- std per arm, collapse, telemetry, and plots
+    python -m socratic_exp.report <sweep folder>        # +sweep=vpd_ablation's results: tables, curves, plots
 
 ``step-time`` builds every trainer from the same warm-started student and runs whole steps on the same prompts
 (rollout with the teacher contexts and, for VPD, an E-step at every step, timed on its own; then loss and backward;
@@ -17,7 +17,6 @@ memory (CPU here; on a GPU the same runs read ``torch.cuda.max_memory_allocated`
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -31,12 +30,8 @@ from paired_trainers import build_trainers, paired_steps
 
 from socratic_exp.core.config import compose
 from socratic_exp.runtime.assembly import build_components, build_trainer, workbench
-from socratic_exp.study.curves import mean_curve
-from socratic_exp.study.runs import find_runs
-from socratic_exp.study.tables import format_mean_std
 
 REPEATS, WARMUP = 10, 1
-E_STEP_KEYS = ("e_step_loss", "classifier_accuracy", "reward_success", "reward_failure", "shift", "skipped")
 CONFIGS = {  # name -> overrides (the shared ones come from the command line); VPD's M-step is sdpo_official's
     "grpo": ["algorithm=grpo"],
     "sdpo": ["algorithm=sdpo_official"],
@@ -231,100 +226,6 @@ def contexts() -> None:
         )
 
 
-def arm_of(config: dict, choices: dict) -> str:
-    algorithm = config["algorithm"]
-    name = choices["algorithm"]
-    if name == "grpo":
-        return "grpo"
-    if name == "vpd":
-        name = f"vpd {algorithm['reference_prior']}" if algorithm["e_step"] == "paper" else "vpd without E-step"
-        if algorithm["teacher_weights"] == "copy":
-            name += " (copy teacher)"
-    return f"{name} / {algorithm['feedback']}"
-
-
-def sweep_report(sweep_dirs: list[Path]) -> None:
-    """Per arm over the completed jobs: held-out greedy accuracy after training, its gain over the run's own start,
-    the best evaluation and the drop from it (a collapse shows here), and the last logged telemetry; a plot of the
-    held-out curves and of the teacher's telemetry (``vpd_ablation.png`` in the first folder)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    curves: dict[str, list[list[dict]]] = defaultdict(list)
-    wall: dict[str, list[float]] = defaultdict(list)
-    for run in find_runs(sweep_dirs):
-        summary = run.summary
-        if run.status != "completed":
-            continue
-        arm = arm_of(summary["config"], summary["choices"])
-        records = run.records
-        evals = [r["eval/greedy_acc"] for r in records if "eval/greedy_acc" in r]
-        final, initial = summary["final"]["eval/greedy_acc"], summary["initial"]["eval/greedy_acc"]
-        finals[arm]["final"].append(final)
-        finals[arm]["gain"].append(final - initial)
-        finals[arm]["best"].append(max(evals))
-        finals[arm]["drop"].append(max(evals) - final)
-        for key in ("teacher_student_kl", "teacher_entropy", "reward_margin", "usable_feedback_share"):
-            values = [r[f"self_distillation/{key}"] for r in records if f"self_distillation/{key}" in r]
-            if values:
-                finals[arm][key].append(statistics.mean(values[-3:]))
-        for key in E_STEP_KEYS:
-            values = [r[f"vpd/{key}"] for r in records if f"vpd/{key}" in r]
-            if values:
-                finals[arm][f"vpd/{key}"].append(statistics.mean(values))
-        wall[arm].append(summary.get("wall_time_s", math.nan))
-        curves[arm].append(records)
-    if not finals:
-        sys.exit(f"no completed jobs in {' '.join(map(str, sweep_dirs))}")
-
-    arms = sorted(finals, key=lambda a: (a != "grpo", a))
-    print("held-out greedy accuracy, mean +- std over seeds (n = seeds); drop = best evaluation - final")
-    print(f"{'arm':<38}{'n':>3}{'final':>17}{'gain':>17}{'best':>17}{'drop':>17}{'wall s':>9}")
-    for arm in arms:
-        v = finals[arm]
-        print(
-            f"{arm:<38}{len(v['final']):>3}{format_mean_std(v['final']):>17}"
-            f"{format_mean_std(v['gain'], True):>17}{format_mean_std(v['best']):>17}"
-            f"{format_mean_std(v['drop']):>17}{statistics.mean(wall[arm]):>9.0f}"
-        )
-    print("\nteacher telemetry (mean of the last 3 logs): KL(student || teacher), teacher entropy, reward margin, "
-          "usable feedback share")  # fmt: skip
-    for arm in arms:
-        v = finals[arm]
-        if v.get("teacher_student_kl"):
-            print(
-                f"{arm:<38}{format_mean_std(v['teacher_student_kl']):>17}{format_mean_std(v['teacher_entropy']):>17}"
-                f"{format_mean_std(v['reward_margin'], True):>17}{format_mean_std(v['usable_feedback_share']):>17}"
-            )
-    print("\nE-steps (mean over the logged E-steps): " + ", ".join(E_STEP_KEYS))
-    for arm in arms:
-        v = finals[arm]
-        if v.get("vpd/skipped"):
-            print(f"{arm:<38}" + "".join(f"{format_mean_std(v.get(f'vpd/{key}', [])):>17}" for key in E_STEP_KEYS))
-    panels = [
-        ("eval/greedy_acc", "held-out greedy accuracy", 1),
-        ("reward", "training reward (5-log average)", 5),
-        ("self_distillation/reward_margin", "teacher reward margin: log q/pi, correct - incorrect", 5),
-        ("self_distillation/teacher_entropy", "teacher entropy on distilled tokens (nats)", 5),
-    ]
-    figure, axes = plt.subplots(2, 2, figsize=(13, 8))
-    for (metric, title, window), ax in zip(panels, axes.flat, strict=True):
-        for index, arm in enumerate(arms):
-            steps, means, _ = mean_curve(curves[arm], metric, window)
-            if steps:
-                ax.plot(steps, means, marker="o" if window == 1 else None, color=f"C{index}", label=arm)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.legend(fontsize=7)
-    figure.tight_layout()
-    plot = sweep_dirs[0] / "vpd_ablation.png"
-    figure.savefig(plot, dpi=110)
-    print(f"plot: {plot}")
-
-
 if __name__ == "__main__":
     command, arguments = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if command == "step-time":
@@ -335,7 +236,5 @@ if __name__ == "__main__":
         memory_one(arguments[0], arguments[1:])
     elif command == "contexts":
         contexts()
-    elif command == "sweep" and arguments:
-        sweep_report([Path(arg) for arg in arguments])
     else:
         sys.exit(__doc__.split("\n\n")[1])

@@ -6,10 +6,10 @@ docs/history.md, the one history page.
     "yesterday", "today's lines", "the issue's report"), code blocks included. An issue number is "issue(s)",
     "PR" or "pull request" before a number (a bare ``#3`` is a sweep's job number on the console, not an issue). A
     label is a bare ``v`` and a number standing alone: not touching a letter, a digit, ``_``, ``-``, ``.`` or ``/``
-    on either side. So a file name such as
-    ``benchmarks/results/premises_v4.json`` or ``evidence_v4/`` (cited in the results index, docs/benchmarks.md) is
-    a path, not a label, and needs no exemption; nor does an API path (``http://127.0.0.1:8001/v1``); and a dotted
-    version of another tool ("transformers v4.2") is that tool's version, not a testbed label, so it passes too.
+    on either side. So a result file's name such as ``premises_v4.json`` or ``evidence_v4_one_student/`` (cited
+    as a path in the results index, docs/benchmarks.md) is not a label and needs no exemption for text in
+    backticks; nor does an API path (``http://127.0.0.1:8001/v1``); and a dotted version of another tool
+    ("transformers v4.2") is that tool's version, not a testbed label, so it passes too.
     The regexes are checked on literal examples below.
 (b) Every default figure a page quotes (steps, evaluation interval and size, batch, generations, learning rate,
     token caps of the default run and of the presets) is the composed config's: FIGURES is a hand-written table of
@@ -66,7 +66,7 @@ def test_the_checks_catch_issue_numbers_labels_and_session_records(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["`benchmarks/results/premises_v4.json`", "`benchmarks/results/evidence_v4_one_student/`",
+    ["`results/premises_v4.json`", "`results/evidence_v4_one_student/`", "`evidence_v4/scoreboard.png`",
      "`http://127.0.0.1:8001/v1`", "https://api.openai.com/v1", "transformers v4.2", "rev1", "kv1 cache",
      "`uv1-2`", "the step-1 evaluation", "Step 10 of 30", "a design that steps 10 ways", "color #fff",
      "a job line `#3 : seed=1`"],

@@ -371,3 +371,16 @@ def test_generation_lives_under_models_and_secrets_in_one_module():
         and module_name(p) != "socratic_exp.core.secrets"
     )
     assert redactors == []
+
+
+# --- tests follow the package ------------------------------------------------------------------------------------
+def test_each_method_folders_tests_are_named_after_it():
+    """A method's tests are ``tests/test_<folder name>*.py``, and each of those files imports that folder's code (so a
+    name does not promise tests that are elsewhere)."""
+    tests = Path(__file__).resolve().parent
+    for method, folder in method_folders().items():
+        files = sorted(tests.glob(f"test_{method}*.py"))
+        assert files, f"no tests/test_{method}*.py for {folder.relative_to(PACKAGE.parent)}"
+        package = module_name(folder / "__init__.py")
+        for file in files:
+            assert package in file.read_text(), f"{file.name} does not import {package}"

@@ -7,6 +7,7 @@ import json
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,22 @@ from socratic_exp.study.tables import format_mean_std
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def make_run(folder: Path, overrides: list[str], final: float, initial: float = 0.5, status: str = "completed"):
-    """A run folder as a run writes it: summary.json and metrics.jsonl (an evaluation at 0, rewards, a final one)."""
+def make_run(
+    folder: Path,
+    overrides: list[str],
+    final: float,
+    initial: float = 0.5,
+    status: str = "completed",
+    config: dict | None = None,
+    logged: Callable[[int], dict] | None = None,
+):
+    """A run folder as a run writes it: summary.json and metrics.jsonl (an evaluation at 0, rewards, a final one);
+    ``logged(step)``: the method's own metrics in each training log."""
     folder.mkdir(parents=True)
     summary = {
         "status": status,
         "overrides": overrides,
-        "config": {"objective": "eval/greedy_acc"},
+        "config": {"objective": "eval/greedy_acc", **(config or {})},
         "initial": {"eval/greedy_acc": initial},
         "wall_time_s": 10.0 * final,
         "run_group": "toy_sweep",
@@ -39,7 +49,9 @@ def make_run(folder: Path, overrides: list[str], final: float, initial: float = 
         summary |= {"objective": None, "error": {"type": "RuntimeError", "message": "boom"}}
     (folder / "summary.json").write_text(json.dumps(summary))
     records = [{"step": 0, "eval/greedy_acc": initial}]
-    records += [{"step": step, "reward": final * step / 10} for step in range(1, 11)]
+    records += [
+        {"step": step, "reward": final * step / 10, **(logged(step) if logged else {})} for step in range(1, 11)
+    ]
     records += [{"step": 10, "eval/greedy_acc": final}] if status == "completed" else []
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
@@ -94,7 +106,7 @@ def test_cli_prints_the_table_and_takes_explicit_variant_keys(sweep, tmp_path):
         [
             sys.executable,
             "-m",
-            "socratic_exp.study.report",
+            "socratic_exp.report",
             str(sweep),
             "--by",
             "seed",
@@ -114,7 +126,7 @@ def test_cli_prints_the_table_and_takes_explicit_variant_keys(sweep, tmp_path):
 
 def test_cli_without_runs_fails_with_one_line(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp.study.report", str(tmp_path)], capture_output=True, text=True
+        [sys.executable, "-m", "socratic_exp.report", str(tmp_path)], capture_output=True, text=True
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no run folders" in proc.stderr
@@ -125,7 +137,7 @@ def test_wandb_offline_says_so_and_still_writes_the_local_report(sweep, tmp_path
         [
             sys.executable,
             "-m",
-            "socratic_exp.study.report",
+            "socratic_exp.report",
             str(sweep),
             "--wandb",
             "me/socratic",
@@ -182,3 +194,121 @@ def test_a_damaged_summary_is_named_and_counted_as_not_completed(sweep, capsys):
     assert printed.err.rstrip().endswith(": counted as not completed")
     # 'top': seeds 1 and 2 (0.7, 0.8) completed; seed 3 failed; the damaged job 0 has no overrides left, its own row
     assert "| algorithm.mode=top | 2 | 1 | 0.750 +- 0.071 |" in printed.out
+
+
+# --- a sweep's report: the common table and curves, and each method's own plots ----------------------------------
+@pytest.fixture
+def drawn(monkeypatch) -> dict[str, dict[str, dict[str, tuple[list, list]]]]:
+    """What the report draws, by file: {file name: {panel title: {line label: (xs, ys)}}} (visible panels; an error
+    bar's line under the error bar's label)."""
+    from socratic_exp.study import curves, report
+
+    figures: dict[str, dict[str, dict[str, tuple[list, list]]]] = {}
+    original = curves.save
+
+    def data(line) -> tuple[list, list]:
+        return list(line.get_xdata()), list(line.get_ydata())
+
+    def save(figure, path: Path) -> Path:
+        figures[path.name] = {
+            ax.get_title(): {line.get_label(): data(line) for line in ax.lines}
+            | {bars.get_label(): data(bars.lines[0]) for bars in ax.containers if getattr(bars, "lines", [None])[0]}
+            for ax in figure.axes
+            if ax.get_visible()
+        }
+        return original(figure, path)
+
+    monkeypatch.setattr(curves, "save", save)
+    monkeypatch.setattr(report, "save", save)
+    return figures
+
+
+@pytest.fixture
+def socraticpo_sweep(tmp_path) -> Path:
+    """SocraticPO's ablation in small, as its sweep folder holds it: 2 variants x 2 seeds; each run logs its training
+    rollouts' unassisted accuracy (final - 0.2) and guided accuracy within K=2 attempts (the final accuracy)."""
+    root = tmp_path / "multirun" / "2026-01-02" / "00-00-00-000000"
+    finals = {"full": [0.6, 0.8], "without_tg": [0.5, 0.6]}
+    config = {"algorithm": {"_target_": "socratic_exp.algorithms.socraticpo.config.SocraticPO", "max_attempts": 2}}
+    for job, (variant, seed, value) in enumerate((v, s, x) for v, xs in finals.items() for s, x in enumerate(xs)):
+        overrides = ["+sweep=socraticpo_ablation", f"+variant={variant}", "teacher=rule", f"seed={seed}"]
+        logged = {"socraticpo/unassisted_acc": round(value - 0.2, 3), "socraticpo/guided_acc/step1": value - 0.2,
+                  "socraticpo/guided_acc/step2": value}  # fmt: skip
+        make_run(root / str(job), overrides, value, config=config, logged=lambda step, logged=logged: logged)
+    return root
+
+
+def test_a_sweep_report_has_the_table_the_curves_and_the_methods_own_plot(socraticpo_sweep, drawn):
+    report = build_report(find_runs([socraticpo_sweep]), socraticpo_sweep)
+    assert report.keys == ["variant"]
+    table = report.markdown.splitlines()
+    # full: 0.6, 0.8 -> 0.700 +- 0.141, gain over 0.5 +0.200; without_tg: 0.5, 0.6 -> 0.550 +- 0.071, gain +0.050
+    assert "| variant=full | 2 | 0 | 0.700 +- 0.141 | +0.200 +- 0.141 |" in "\n".join(table)
+    assert "| variant=without_tg | 2 | 0 | 0.550 +- 0.071 | +0.050 +- 0.071 |" in "\n".join(table)
+    rows = {row["variant"]: row for row in csv.DictReader((socraticpo_sweep / "report.csv").open())}
+    assert float(rows["variant=full"]["eval/greedy_acc std"]) == pytest.approx(0.1414214)
+    assert float(rows["variant=without_tg"]["wall_time_s mean"]) == pytest.approx(5.5)
+    names = [f.name for f in report.files]
+    assert names == ["report.md", "report.csv", "curves.png", "finals.png", "sweep_socraticpo.png"]
+    for png in report.files[2:]:
+        assert png.read_bytes().startswith(PNG_SIGNATURE)
+    page = (socraticpo_sweep / "report.md").read_text()
+    assert "## SocraticPO: unassisted vs guided accuracy\n\n![sweep_socraticpo](sweep_socraticpo.png)" in page
+    # the common curves: the reward's mean over seeds, full at step 10 = (0.6 + 0.8) / 2
+    steps, rewards = drawn["curves.png"]["reward"]["variant=full (n=2)"]
+    assert steps[-1] == 10 and rewards[-1] == pytest.approx(0.7)
+    # the method's own: unassisted and guided within the last attempt (K=2), no assisted evaluation logged
+    own = drawn["sweep_socraticpo.png"]
+    assert list(own) == ["socraticpo/unassisted_acc", "socraticpo/guided_acc/step2"]
+    assert own["socraticpo/unassisted_acc"]["variant=without_tg (n=2)"][1] == pytest.approx([0.35] * 10)
+    assert own["socraticpo/guided_acc/step2"]["variant=full (n=2)"][1] == pytest.approx([0.7] * 10)
+
+
+def test_a_sweep_of_a_method_without_sweep_plots_gets_the_common_report(tmp_path, drawn):
+    root = tmp_path / "reinforce_pp_sweep"
+    config = {"algorithm": {"_target_": "socratic_exp.algorithms.reinforce_pp.config.ReinforcePP"}}
+    for job, (lr, seed, value) in enumerate([("1e-6", 0, 0.6), ("1e-6", 1, 0.7), ("1e-5", 0, 0.4), ("1e-5", 1, 0.4)]):
+        make_run(root / str(job), [f"algorithm.learning_rate={lr}", f"seed={seed}"], value, config=config,
+                 logged=lambda step: {"reinforce_pp/reward_kl": 0.01})  # fmt: skip
+    report = build_report(find_runs([root]), root)
+    assert [f.name for f in report.files] == ["report.md", "report.csv", "curves.png", "finals.png"]
+    assert "| algorithm.learning_rate=1e-6 | 2 | 0 | 0.650 +- 0.071 | +0.150 +- 0.071 |" in report.markdown
+    assert "| algorithm.learning_rate=1e-5 | 2 | 0 | 0.400 +- 0.000 | -0.100 +- 0.000 |" in report.markdown
+    assert "##" not in (root / "report.md").read_text().split("\n", 1)[1]  # no method section
+    assert set(drawn) == {"curves.png", "finals.png"}
+
+
+def test_each_method_draws_its_sweep_plot_from_its_own_metrics(tmp_path, drawn):
+    """Runs that log every method's telemetry, the mask at rho 0.2 and 1.0: each method's plot, with its numbers."""
+    root = tmp_path / "every_method"
+    for job, (rho, seed, value) in enumerate([(0.2, 0, 0.6), (0.2, 1, 0.8), (1.0, 0, 0.5), (1.0, 1, 0.7)]):
+        logged = {
+            "sampler/rollouts": 8.0,  # 8 rollouts a step: the count so far is 8 x step
+            "sampler/updates": 1.0,
+            "sampler/zero_variance_share": 0.25 if seed else 0.75,
+            "self_distillation/reward_margin": 0.1,
+            "vpd/skipped": 0.0,
+        }
+        make_run(root / str(job), [f"algorithm.rho={rho}", f"seed={seed}"], value,
+                 config={"algorithm": {"rho": rho, "mode": "top"}},
+                 logged=lambda step, logged=logged: logged | {"sampler/rollouts": 8.0 * step})  # fmt: skip
+    report = build_report(find_runs([root]), root)
+    assert [f.name for f in report.files][4:] == [
+        "sweep_entropy_mask.png",
+        "sweep_self_distillation.png",
+        "sweep_vpd.png",
+        "sweep_goldilocks.png",
+    ]
+    rho = drawn["sweep_entropy_mask.png"]
+    assert rho["eval/greedy_acc"]["top"][0] == [0.2]  # rho=0.2: (0.6 + 0.8) / 2; rho=1 pooled as the baseline
+    assert rho["eval/greedy_acc"]["top"][1] == pytest.approx([0.7])
+    assert rho["eval/greedy_acc"]["rho=1 (GRPO)"][1] == pytest.approx([0.6, 0.6])
+    assert rho["eval/greedy_acc gain"]["top"][1] == pytest.approx([0.2])
+    rollouts = drawn["sweep_goldilocks.png"]
+    # evaluations at step 0 and 10: 0 and 80 rollouts; zero-variance share: (0.75 + 0.25) / 2 at every log
+    xs, ys = rollouts["held-out eval/greedy_acc"]["algorithm.rho=0.2 (n=2)"]
+    assert xs == [0.0, 80.0] and ys == pytest.approx([0.5, 0.7])
+    xs, ys = rollouts["share of zero-variance groups (no gradient)"]["algorithm.rho=1.0 (n=2)"]
+    assert xs == [8.0 * step for step in range(1, 11)] and ys == pytest.approx([0.5] * 10)
+    assert list(drawn["sweep_self_distillation.png"]) == ["self_distillation/reward_margin"]
+    assert list(drawn["sweep_vpd.png"]) == ["vpd/skipped"]

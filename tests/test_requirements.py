@@ -96,7 +96,9 @@ def test_a_deepspeed_launch_needs_deepspeed(monkeypatch):
 def test_trl_args_are_checked_against_grpo_configs_fields_read_from_source():
     from trl import GRPOConfig
 
-    assert requirements.grpo_config_fields() == {f.name for f in dataclasses.fields(GRPOConfig)}
+    from socratic_exp.algorithms import trl_args
+
+    assert trl_args.grpo_config_fields() == {f.name for f in dataclasses.fields(GRPOConfig)}
     with pytest.raises(ConfigError) as err:
         build_components(compose("+algorithm.trl_args.top_entropy_quantil=0.2"))
     assert str(err.value).startswith("algorithm.trl_args.top_entropy_quantil=0.2: is not a trl.GRPOConfig field")

@@ -132,7 +132,7 @@ def test_a_run_without_telemetry_or_samples_still_gets_its_page(run_dir):
 
 def test_cli_on_one_run_folder_writes_its_page_there(run_dir, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp.study.report", str(run_dir)],
+        [sys.executable, "-m", "socratic_exp.report", str(run_dir)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -143,6 +143,12 @@ def hydra_error_line(err: BaseException) -> str:
         if known is not None:
             return str(known)
         return f"cannot use {shortened(path, 200)} ({found.strerror}) (fix: check the path and its permissions)"
+    overridden = re.search(r"Could not override '([\w.]+)'", str(err))
+    if overridden is not None:  # a key that a method took over says where it lives now
+        from socratic_exp.core.methods import moved_key
+
+        if (moved := moved_key(overridden.group(1))) is not None:
+            return str(moved)
     details = ("full_key:", "object_type=", "reference_type=", "See https://", "Config search path", "provider=")
     lines = [line.strip() for line in str(err).splitlines() if line.strip() and not line.strip().startswith(details)]
     cause = err.__cause__
@@ -160,10 +166,13 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_output_subdir"):
         OmegaConf.register_new_resolver("sx_output_subdir", _output_subdir)
     if not OmegaConf.has_resolver("sx_config_help"):
-        from socratic_exp.core.config_help import groups_resolver, help_resolver
+        from socratic_exp.core.config_help import groups_help, help_resolver
 
         OmegaConf.register_new_resolver("sx_config_help", help_resolver)  # --help: every key with its help text
-        OmegaConf.register_new_resolver("sx_config_groups", groups_resolver)  # --help: the groups, sweep arms apart
+        # --help: the groups, the sweeps' arm groups apart ($ doubled for Hydra's string.Template)
+        OmegaConf.register_new_resolver(
+            "sx_config_groups", lambda: groups_help(config_dir(), sweeps_dir()).replace("$", "$$")
+        )
 
 
 def _run_dir(resume: Any, fresh: str, *, _root_: DictConfig) -> str:

@@ -164,10 +164,3 @@ def groups_help(conf: Path, sweeps: Path) -> str:
     return "\n".join(
         [*lines, "", "Sweep arms (internal: each job of a paper sweep gets one, the sweep chooses it):", *internal]
     )
-
-
-def groups_resolver() -> str:
-    """``${sx_config_groups:}`` in ``hydra.help.template``, in place of Hydra's ``$APP_CONFIG_GROUPS``."""
-    from socratic_exp.core.config import config_dir, sweeps_dir
-
-    return groups_help(config_dir(), sweeps_dir()).replace("$", "$$")

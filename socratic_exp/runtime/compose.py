@@ -4,7 +4,9 @@ anything in it is rewritten."""
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +42,20 @@ def validate(cfg: DictConfig, job: Job) -> Components:
     """The run's components, built from ``cfg`` (which validates every option; an error names the key the user
     typed), with ``resume=`` checked."""
     check_top_level_keys(cfg, job)
-    try:
+    with reported_where_typed(cfg, job):
         components = build_components(cfg, job.choices)
         check_requirements(cfg, components, wait_for_servers=not cfg.get("dry_run"))  # of the machine, its files
-    except ConfigError as err:
-        raise with_origin(as_typed(err, cfg), job) from None
     check_resume(cfg, job.run_dir, job.multirun)
     return components
+
+
+@contextlib.contextmanager
+def reported_where_typed(cfg: DictConfig, job: Job) -> Iterator[None]:
+    """A ``ConfigError`` raised within, reported under the key the user typed and with the overlay that set it."""
+    try:
+        yield
+    except ConfigError as err:
+        raise with_origin(as_typed(err, cfg), job) from None
 
 
 def check_top_level_keys(cfg: DictConfig, job: Job) -> None:

@@ -9,14 +9,15 @@ their verdicts and teacher guidance.
 Reads run folders only (``summary.json``, ``metrics.jsonl``; never the network), groups the runs into variants by
 the overrides that differ between them (``seed`` aside: seeds are what a variant aggregates over), and writes a
 comparison as ``report.md`` + ``report.csv`` (mean, std and n of each final metric per variant, failed runs
-counted), ``curves.png`` (the chosen metrics against the step, mean over seeds with a +- std band) and
-``finals.png`` (final metrics as bars with std error bars); the table is also printed. ``--wandb ENTITY/PROJECT``
+counted), ``curves.png`` (the chosen metrics against the step, mean over seeds with a +- std band),
+``finals.png`` (final metrics as bars with std error bars) and the plots of each method the runs used (its
+``telemetry.py``'s ``sweep_figures``, see ``method_figures``); the table is also printed. ``--wandb ENTITY/PROJECT``
 then uploads the runs' offline W&B folders (``wandb sync``) and builds a W&B report (``wandb-workspaces``): a run set
 per sweep filtered to its group and launch, grouped by the swept keys, line plots with mean and standard error, bars,
 and a run comparer. Without credentials or network it says so in one line; the local report is written anyway.
 
 The same loading and aggregation serve the end-of-sweep summary (``sweep_summary.csv`` / ``.md``, one row per
-job) and the benchmarks' own sweep reports.
+job).
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ def comparison_rows(variants: Sequence[Variant], metrics: Sequence[str]) -> list
     """One row per variant: its settings, n, failed, and mean / std of each metric (the CSV's rows)."""
     rows = []
     for variant in variants:
-        row: dict[str, Any] = {"variant": variant.name, **variant.settings, "n": len(variant.runs)}
-        row["failed"] = variant.failed
+        row: dict[str, Any] = {"variant": variant.name}
+        row |= {key: value for key, value in variant.settings.items() if key != "variant"}  # +variant: in the name
+        row["n"], row["failed"] = len(variant.runs), variant.failed
         for metric in metrics:
             mean, std, _ = mean_std(variant.values(metric))
             row[f"{metric} mean"], row[f"{metric} std"] = mean, std
@@ -114,12 +116,16 @@ def comparison_markdown(variants: Sequence[Variant], metrics: Sequence[str]) -> 
 
 
 def plot_curves(variants: Sequence[Variant], curves: Sequence[str], path: Path) -> Path | None:
-    """One panel per metric, one line per variant: the mean over its runs with a +- std band."""
+    """One panel per metric (three to a row), one line per variant: the mean over its runs with a +- std band."""
     plotted = [m for m in curves if any(m in r for v in variants for run in v.runs for r in run.records)]
     if not plotted:
         return None
-    figure, axes = pyplot().subplots(1, len(plotted), figsize=(5.5 * len(plotted), 4), squeeze=False)
-    for ax, metric in zip(axes[0], plotted, strict=True):
+    columns = min(3, len(plotted))
+    rows = math.ceil(len(plotted) / columns)
+    figure, axes = pyplot().subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(plotted) :]:
+        ax.set_visible(False)
+    for ax, metric in zip(axes.flat, plotted, strict=False):
         for index, variant in enumerate(v for v in variants if v.runs):
             logs = max(sum(metric in r for r in run.records) for run in variant.runs)
             label = f"{variant.name} (n={len(variant.runs)})"
@@ -159,6 +165,19 @@ def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path)
     return save(figure, path)
 
 
+def method_figures(variants: Sequence[Variant], out_dir: Path) -> list[tuple[str, Path]]:
+    """Each method's own plots of the variants, drawn by its ``telemetry.py``: ``sweep_figures(variants, out_dir)
+    -> [(title, path or None)]`` (optional; None where the runs did not use the method: it judges by the metrics
+    they logged, as its run-report ``figures`` do). Returns the plots drawn, (title, path)."""
+    from socratic_exp.core.methods import method_modules
+
+    drawn = []
+    for method in method_modules("telemetry"):
+        if hasattr(method, "sweep_figures"):
+            drawn += [(title, path) for title, path in method.sweep_figures(variants, out_dir) if path is not None]
+    return drawn
+
+
 @dataclass
 class Report:
     variants: list[Variant]
@@ -175,7 +194,8 @@ def build_report(
     curves: Sequence[str] | None = None,
     keys: Sequence[str] | None = None,
 ) -> Report:
-    """Group, aggregate and write ``report.md``, ``report.csv``, ``curves.png`` and ``finals.png`` in ``out_dir``."""
+    """Group, aggregate and write ``report.md``, ``report.csv``, ``curves.png``, ``finals.png`` and the methods' own
+    plots (``method_figures``) in ``out_dir``."""
     keys = list(keys) if keys is not None else swept_keys(runs)
     metrics = list(metrics or default_metrics(runs))
     curves = list(curves or [runs[0].objective_key, "reward"])
@@ -198,6 +218,9 @@ def build_report(
         if plotted is not None:
             markdown += f"\n![{plotted.stem}]({plotted.name})\n"
             files.append(plotted)
+    for title, plotted in method_figures(variants, out_dir):
+        markdown += f"\n## {title}\n\n![{plotted.stem}]({plotted.name})\n"
+        files.append(plotted)
     files[0].write_text(markdown, encoding="utf-8")
     return Report(variants, keys, metrics, table, files)
 

@@ -1,12 +1,16 @@
-"""What SocraticPO shows while it trains (the progress line) and in its run report (the correction rate by attempt,
-the guided accuracy)."""
+"""What SocraticPO shows while it trains (the progress line), in its run report (the correction rate by attempt, the
+guided accuracy) and in a sweep's report (unassisted against guided accuracy, per variant)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from socratic_exp.core.console import Signal
+
+if TYPE_CHECKING:
+    from socratic_exp.study.report import Variant
 
 SIGNALS = {
     "socraticpo/": (
@@ -15,6 +19,7 @@ SIGNALS = {
         Signal("attempts", "socraticpo/attempts_per_rollout", 1),
     )
 }
+SWEEP_TITLE = "SocraticPO: unassisted vs guided accuracy"
 
 
 def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) -> list[tuple[str, Path | None]]:
@@ -38,3 +43,17 @@ def plot_corrections(records: list[dict[str, Any]], path: Path) -> Path | None:
     lines(guided, records, ["socraticpo/unassisted_acc", *numbered(records, "socraticpo/guided_acc/step")],
           "unassisted vs guided accuracy (training rollouts)", lambda m: m.removeprefix("socraticpo/"))  # fmt: skip
     return save(fig, path)
+
+
+def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Path | None]]:
+    """Per variant (mean over its runs, +- std): the training rollouts' unassisted accuracy (attempt 1) and guided
+    accuracy (solved within the last attempt K), and the held-out assisted accuracy (the teacher's help at
+    evaluation). Drawn when a run logged SocraticPO's rollouts."""
+    from socratic_exp.study.curves import numbered
+    from socratic_exp.study.report import plot_curves
+
+    records = [record for variant in variants for run in variant.runs for record in run.records]
+    if not any("socraticpo/unassisted_acc" in record for record in records):
+        return [(SWEEP_TITLE, None)]
+    metrics = ["socraticpo/unassisted_acc", *numbered(records, "socraticpo/guided_acc/step")[-1:], "eval/assisted_acc"]
+    return [(SWEEP_TITLE, plot_curves(variants, metrics, out / "sweep_socraticpo.png"))]
