@@ -34,7 +34,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     "sdpo_losses": ("socratic_exp/algorithms/sdpo/losses.py", ["tests/test_sdpo_losses.py", "tests/test_vpd.py"]),
     "vpd_estep": ("socratic_exp/algorithms/vpd/estep.py", ["tests/test_vpd.py"]),
     "socratic_rl_utility": ("socratic_exp/algorithms/socratic_rl/utility.py", ["tests/test_socratic_rl.py"]),
-    "teacher_meta_pairs": ("socratic_exp/teachers/meta_learning.py", ["tests/test_socratic_rl.py"]),
+    "teacher_meta_pairs": ("socratic_exp/algorithms/socratic_rl/meta_learning.py", ["tests/test_socratic_rl.py"]),
     "goldilocks_selector": ("socratic_exp/samplers/goldilocks/selector.py", ["tests/test_goldilocks.py"]),
     "goldilocks_predictor": ("socratic_exp/samplers/goldilocks/predictor.py", ["tests/test_goldilocks.py"]),
 }

@@ -253,7 +253,8 @@ def test_a_changed_default_keeps_help_and_bounds():
         (["task=arithmetic", "task.slip_rate=-0.5"], "task.slip_rate=-0.5: must be >= 0.0"),
         (["task=gsm8k", "task.split_seed=-1"], "task.split_seed=-1: must be >= 0"),
         (["model=tiny", "model.warmstart_lr=0"], "model.warmstart_lr=0.0: must be > 0.0"),
-        (["teacher=llm", "teacher.meta_margin=-1"], "teacher.meta_margin=-1.0: must be >= 0.0"),
+        (["teacher=llm", "teacher.max_new_tokens=0"], "teacher.max_new_tokens=0: must be >= 1"),
+        (["algorithm=socratic_rl", "algorithm.meta_margin=-1"], "algorithm.meta_margin=-1.0: must be >= 0.0"),
         (["teacher=blackbox", "teacher.model=m", "teacher.top_p=0"], "teacher.top_p=0.0: must be > 0.0"),
         (["eval.temperature=0"], "eval.temperature=0.0: must be > 0.0"),
         (["seed=-1"], "seed=-1: must be an integer >= 0"),  # not teacher.seed, which gets it through ${seed}
@@ -317,7 +318,7 @@ def test_help_shows_each_keys_help_and_bounds_without_heavy_imports():
     assert line.endswith(f"# {_field_help(GRPO, 'max_completion_length')} [>= 1]")
     assert _line(text, "warmstart_lr").endswith(f"# {_field_help(TinyModel, 'warmstart_lr')} [> 0.0]")
     assert "# the run's seed" in _line(text, "seed")
-    assert "meta_margin: 0.02" in text  # the chosen teacher's keys, not the default's
+    assert "plain_reflect_template: " in text  # the chosen teacher's keys, not the default's
     assert "algorithm: entropy_masked, grpo" in text  # Hydra's list of options is still there
 
 

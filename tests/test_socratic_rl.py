@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import compose, run_dirs
+from conftest import assert_refused, compose, run_dirs
 
 from socratic_exp.algorithms.socratic_rl.__main__ import main as viewpoints_main
+from socratic_exp.algorithms.socratic_rl.config import SocraticRL
 from socratic_exp.algorithms.socratic_rl.knowledge_base import (
     Entry,
     KnowledgeBase,
@@ -25,10 +26,13 @@ from socratic_exp.algorithms.socratic_rl.knowledge_base import (
     similarity,
 )
 from socratic_exp.algorithms.socratic_rl.loop import select_traces
+from socratic_exp.algorithms.socratic_rl.meta_learning import cross_probe_pairs
+from socratic_exp.algorithms.socratic_rl.teacher_dpo import TeacherDPO
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
+from socratic_exp.core.errors import ConfigError
 from socratic_exp.core.run_folder import read_jsonl, read_metrics, read_summary
-from socratic_exp.teachers.base import Attempt, ScoredViewpoint, parse_viewpoint
-from socratic_exp.teachers.meta_learning import cross_probe_pairs
+from socratic_exp.teachers.base import Attempt
+from socratic_exp.teachers.reflection import ScoredViewpoint, parse_viewpoint
 
 PRECEDENCE = "Principle: do * before + and -."
 BRACKETS = "Principle: work out the brackets first."
@@ -158,31 +162,123 @@ def stub_llm_teacher(**settings):
 
 
 def test_llm_teacher_meta_learns_at_the_default_budget(monkeypatch, tmp_path):
-    """Two probes of one viewpoint each (the testbed's default): the second forms a pair with the first and trains."""
+    """Two probes of one viewpoint each (the testbed's default): the second forms a pair with the first and trains,
+    with the algorithm's meta_* settings and a seed of its own per meta-update."""
     import socratic_exp.algorithms.socratic_rl.phases
 
     calls = []
     monkeypatch.setattr(
         socratic_exp.algorithms.socratic_rl.phases,
         "dpo_phase",
-        lambda model, tok, rows, out, **kw: calls.append(rows) or {"x": 1.0},
+        lambda model, tok, rows, out, **kw: calls.append((rows, kw)) or {"x": 1.0},
     )
-    teacher = stub_llm_teacher(meta_margin=0.125)
+    settings = SocraticRL(meta_margin=0.125, meta_steps=3, meta_batch_size=2, meta_learning_rate=2e-4, meta_beta=0.5)
+    dpo = TeacherDPO(stub_llm_teacher(), settings, seed=7)
     first = measured(A, 0.25, question="Q: 2+3*4=?\n")
-    assert teacher.meta_update([first]) == {"teacher_meta/pairs": 0.0, "teacher_meta/measured": 1.0}
+    assert dpo.update([first]) == {"teacher_meta/pairs": 0.0, "teacher_meta/measured": 1.0}
     assert calls == []
-    metrics = teacher.meta_update([measured(B, -0.125, question="Q: 5-1*2=?\n")])
+    metrics = dpo.update([measured(B, -0.125, question="Q: 5-1*2=?\n")])
     assert metrics == {"teacher_meta/pairs": 1.0, "teacher_meta/measured": 2.0, "x": 1.0}
     # the better viewpoint's reflection prompt (plain_reflect_template), chosen and rejected as its completions
-    assert calls == [
-        [{"prompt": "Q: 2+3*4=?\ntrace of do * befo\nPrinciple:", "chosen": " do * before + and -.\n",
-          "rejected": " add from left to right.\n"}]
+    [(rows, options)] = calls
+    assert rows == [
+        {"prompt": "Q: 2+3*4=?\ntrace of do * befo\nPrinciple:", "chosen": " do * before + and -.\n",
+         "rejected": " add from left to right.\n"}
     ]  # fmt: skip
+    assert options == {"prefix": "teacher_meta", "steps": 3, "batch_size": 2, "learning_rate": 2e-4, "beta": 0.5,
+                       "seed": 7_000_022}  # 7 * 1_000_003 + the first meta-update  # fmt: skip
 
-    teacher.save_meta_state(tmp_path)
-    resumed = stub_llm_teacher(meta_margin=0.125)
-    resumed.load_meta_state(tmp_path)
-    assert resumed._measured == teacher._measured and resumed._meta_updates == 1
+    dpo.save(tmp_path)
+    resumed = TeacherDPO(stub_llm_teacher(), settings, seed=7)
+    resumed.load(tmp_path)
+    assert resumed.measured == dpo.measured and resumed.updates == 1
+
+
+def test_a_self_guiding_teacher_is_not_meta_learned_before_it_is_decoupled():
+    from types import SimpleNamespace
+
+    teacher = stub_llm_teacher()
+    teacher._teacher = SimpleNamespace(model=StubModel(), tokenizer=None, chat=False, info={"self_guidance": True})
+    with pytest.raises(RuntimeError, match="weights of its own"):
+        TeacherDPO(teacher, SocraticRL(), seed=0).update([measured(A, 0.25)])
+
+
+def test_the_meta_learning_settings_are_the_algorithms():
+    from socratic_exp.runtime.assembly import build_components
+
+    c = build_components(compose("algorithm=socratic_rl", "teacher=llm", "algorithm.meta_steps=3"))
+    settings = c.algorithm
+    assert (settings.meta_steps, settings.meta_learning_rate, settings.meta_beta) == (3, 1e-5, 0.1)
+    assert (settings.meta_margin, settings.meta_max_pairs, settings.meta_batch_size) == (0.02, 64, 8)
+    assert not any(name.startswith("meta_") for name in vars(c.teacher))  # the teacher carries none of them
+    with pytest.raises(ConfigError) as raised:
+        build_components(compose("algorithm=socratic_rl", "algorithm.meta_margin=-1"))
+    assert str(raised.value).startswith("algorithm.meta_margin=-1.0: must be >= 0.0")
+
+
+MOVED = (
+    "teacher.meta_margin: has moved to algorithm.meta_margin, a setting of algorithm=socratic_rl "
+    "(fix: set algorithm.meta_margin=<value> instead)"
+)
+
+
+def test_an_old_teacher_meta_key_says_where_it_lives_now():
+    from socratic_exp.runtime.assembly import build_components
+
+    with pytest.raises(ConfigError) as raised:  # in a YAML overlay or with +: the option refuses it
+        build_components(compose("algorithm=socratic_rl", "teacher=llm", "+teacher.meta_margin=0.1"))
+    assert str(raised.value) == MOVED
+
+
+def test_the_app_points_an_old_teacher_meta_key_to_the_algorithm(run_app):
+    proc, _ = run_app("algorithm=socratic_rl", "teacher=llm", "teacher.meta_margin=0.1", "dry_run=true", timeout=120)
+    assert assert_refused(proc) == f"error: {MOVED}"
+
+
+def test_a_teacher_that_does_not_reflect_is_refused_in_one_line():
+    import dataclasses
+
+    from socratic_exp.runtime.assembly import build_components
+    from socratic_exp.teachers.base import Teacher
+
+    @dataclasses.dataclass(kw_only=True)
+    class GuidesOnly(Teacher):  # a teacher that guides and never reflects
+        def _guide(self, requests):
+            return ["Hint: check step 1."] * len(requests)
+
+    c = build_components(compose("algorithm=socratic_rl"))
+    c = dataclasses.replace(c, teacher=GuidesOnly(), choices={**c.choices, "teacher": "guides_only"})
+    with pytest.raises(ConfigError) as raised:
+        c.algorithm.check_compatible(c)
+    assert str(raised.value) == (
+        "teacher='guides_only': does not reflect on traces, which algorithm=socratic_rl asks its teacher to do "
+        "(fix: use teacher=rule (task=arithmetic), teacher=llm or teacher=blackbox)"
+    )
+
+
+def test_the_distiller_says_whether_it_distills_and_the_run_asks_it():
+    import dataclasses
+
+    from hydra.utils import instantiate
+
+    from socratic_exp.distillers.base import Distiller
+    from socratic_exp.runtime.assembly import build_components, check_compatible
+
+    options = ("none", "kl", "dpo", "sft")
+    assert [instantiate(compose(f"distiller={o}").distiller).distills for o in options] == [False, True, True, True]
+
+    @dataclasses.dataclass(kw_only=True)
+    class Idle(Distiller):  # another option that trains nothing: an algorithm without distillation accepts it
+        distills = False
+
+    @dataclasses.dataclass(kw_only=True)
+    class Busy(Distiller):
+        pass
+
+    c = build_components(compose("algorithm=grpo"))
+    check_compatible(dataclasses.replace(c, distiller=Idle()))
+    with pytest.raises(ConfigError, match="algorithm=GRPO has no distillation phase"):
+        check_compatible(dataclasses.replace(c, distiller=Busy(), choices={**c.choices, "distiller": "busy"}))
 
 
 # --- reflection criterion -----------------------------------------------------------------------------------------
@@ -343,7 +439,6 @@ def test_the_reflection_prompt_is_the_methods_unless_the_teacher_sets_its_own():
     from types import SimpleNamespace
 
     from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
-    from socratic_exp.core.errors import ConfigError
     from socratic_exp.teachers.llm import LLMTeacher
 
     trace = Attempt("2+3=5\nA: 5\n", 0.0, "wrong")
@@ -355,6 +450,11 @@ def test_the_reflection_prompt_is_the_methods_unless_the_teacher_sets_its_own():
     assert own.reflection_prompt("Q: 2+3=?", trace, REFLECTION_TEMPLATE) == "Why 2+3=5\nA: 5?"
     with pytest.raises(ConfigError, match="reflect_template"):
         teacher.reflection_prompt("Q: 2+3=?", trace)  # neither the method nor the option gives a prompt
+    # a reflection as a training example of a chat teacher: the prompt as a user turn, the viewpoint as its reply
+    assert own.reflection_example("Q: 2+3=?", trace, PRECEDENCE) == (
+        [{"role": "user", "content": "Why 2+3=5\nA: 5?"}],
+        [{"role": "assistant", "content": PRECEDENCE}],
+    )
 
 
 # --- on the tiny model ------------------------------------------------------------------------------------------------
@@ -390,13 +490,16 @@ def distillation_data(tiny, items: int = 32):
 def test_the_trainer_hands_generation_the_prompts_with_v_in_front(tiny, tmp_path):
     """What SocraticRLTrainer passes to TRL's generation: each prompt with the active viewpoint on the line before
     it (the testbed's prompts are plain text), and nothing else changed."""
+    import dataclasses
+
     from trl import GRPOConfig
 
-    from socratic_exp.algorithms.socratic_rl.config import SocraticRL
     from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
     from socratic_exp.algorithms.socratic_rl.trainer import SocraticRLTrainer
+    from socratic_exp.teachers.rule import RuleTeacher
 
     c, student, data = tiny
+    c = dataclasses.replace(c, teacher=RuleTeacher())  # the loop's teacher reflects (the fixture's grpo has none)
     rows = data["train"].select(range(2))
     loop = ViewpointLoop(SocraticRL(), c, student, [], rows, tmp_path, None, 0, prompt_room=None)
     loop.kb.add(PRECEDENCE, "principle", "Q: 2+3*4=?\n", "2+3=5\n5*4=20\nA: 20\n", 1)
@@ -460,19 +563,20 @@ def test_llm_teacher_meta_learning_trains_its_own_copy(tiny):
     c, _, _ = tiny
     student = fresh_student(tiny)
     student_weights = {k: v.clone() for k, v in student.model.state_dict().items()}
-    teacher = LLMTeacher(meta_steps=6, meta_learning_rate=3e-4, meta_batch_size=4)
+    teacher = LLMTeacher()
     teacher.attach(c.task, student)
     teacher.decouple_from_student()
+    dpo = TeacherDPO(teacher, SocraticRL(meta_steps=6, meta_learning_rate=3e-4, meta_batch_size=4), seed=0)
     question, trace = "Q: 2+3*4=?\n", Attempt("2+3=5\n5*4=20\nA: 20\n", 0.0, "wrong")
     scored = [
         ScoredViewpoint(question, trace, PRECEDENCE, 0.06),
         ScoredViewpoint(question, trace, "Principle: check each step before the next.", 0.0),
         ScoredViewpoint(question, trace, "Principle: add first.", -0.04),
     ]
-    pairs = teacher.preference_pairs(scored)
+    pairs = dpo.preference_pairs(scored)
     assert len(pairs) == 3 and pairs[0]["chosen"] == " do * before + and -.\n"
     assert pairs[0]["prompt"].endswith("A: 20\nPrinciple:")
-    metrics = teacher.meta_update(scored)
+    metrics = dpo.update(scored)
     assert metrics["teacher_meta/loss_after"] < metrics["teacher_meta/loss_before"]
     assert all(torch.equal(v, student_weights[k]) for k, v in student.model.state_dict().items())
     assert metrics["teacher_meta/pairs"] == 3.0 and metrics["teacher_meta/measured"] == 3.0

@@ -207,7 +207,24 @@ def test_capabilities_are_properties_of_the_interface():
     problem, fix = LLMTeacher(model="some/teacher", backend="vllm").cannot_meta_learn() or ("", "")
     assert "vLLM" in problem and fix == "use teacher.backend=transformers"
     assert rule.separate_model() is None and llm.separate_model() is None  # not attached: no model of its own
-    none.decouple_from_student()  # nothing to decouple: no error
+
+
+def test_reflection_is_an_interface_a_teacher_may_offer():
+    """Reflection (and learning from reflections) is ``teachers.reflection``'s; a teacher that never reflects carries
+    none of it, and only a teacher whose own weights write its viewpoints offers them for training."""
+    from socratic_exp.teachers.llm import LLMTeacher
+    from socratic_exp.teachers.none import NoTeacher
+    from socratic_exp.teachers.reflection import Reflective, TrainableReflective
+
+    rule, llm, none = RuleTeacher(), LLMTeacher(), NoTeacher()
+    blackbox = BlackboxTeacher(model="m", check_server=False)
+    assert [isinstance(t, Reflective) for t in (rule, llm, blackbox, none)] == [True, True, True, False]
+    assert [isinstance(t, TrainableReflective) for t in (rule, llm, blackbox, none)] == [False, True, False, False]
+    reflection = ("reflect", "meta_update", "save_meta_state", "load_meta_state", "cannot_reflect_on",
+                  "cannot_meta_learn", "decouple_from_student", "reflection_example")  # fmt: skip
+    assert [name for name in reflection if hasattr(none, name)] == []
+    assert not any(name.startswith("meta_") for name in vars(llm))  # its meta-learning settings are the method's
+    assert llm.meta_update([]) == {}  # it learns nothing by itself: the method trains its weights
 
 
 # --- llm teacher ----------------------------------------------------------------------------------------------

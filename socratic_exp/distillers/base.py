@@ -34,10 +34,7 @@ class DistillationData:
 @dataclasses.dataclass(kw_only=True)
 class Distiller(Component):
     config_group: ClassVar[str] = "distiller"
-
-    @property
-    def enabled(self) -> bool:
-        return False
+    distills: ClassVar[bool] = True  # False: the option that stands for "no distillation" (it trains nothing)
 
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
@@ -56,10 +53,6 @@ class TRLDistiller(Distiller):
     learning_rate: float = setting(1e-5, "learning rate of the distillation phase", gt=0.0)
     temperature: float = setting(1.0, "sampling temperature of the responses the distillation learns from", gt=0.0)
     max_completion_length: int = setting(48, "tokens per sampled response", ge=1)
-
-    @property
-    def enabled(self) -> bool:
-        return True
 
     def model_copies(self, components: Any) -> list[Any]:
         """What a distillation holds while it runs, for ``models/memory.py``: the phase's own TRL trainer keeps its

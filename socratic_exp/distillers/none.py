@@ -9,4 +9,4 @@ from socratic_exp.distillers.base import Distiller
 
 @dataclasses.dataclass(kw_only=True)
 class NoDistiller(Distiller):
-    pass
+    distills = False

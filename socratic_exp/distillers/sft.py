@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from socratic_exp.core.component import setting
 from socratic_exp.distillers.base import DistillationData, TRLDistiller, as_completion, guided
 from socratic_exp.tasks.base import with_context
-from socratic_exp.teachers.base import strip_label
+from socratic_exp.teachers.reflection import strip_label
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp.core.errors import NO_VALUE, ConfigError, UserError
-from socratic_exp.distillers.none import NoDistiller
 from socratic_exp.runtime.evaluation import EvalSettings
 
 if TYPE_CHECKING:
@@ -91,7 +90,11 @@ def instantiate_option(group: str, node: DictConfig) -> Any:
 
 
 def _unknown_key(group: str, err: TypeError, cls: type) -> ConfigError:
+    from socratic_exp.core.methods import moved_key
+
     key = str(err).rsplit("'", 2)[-2] if "'" in str(err) else "?"
+    if (moved := moved_key(f"{group}.{key}")) is not None:  # a setting a method took over: where it lives now
+        return moved
     known = ", ".join(f.name for f in dataclasses.fields(cls))
     return ConfigError(f"{group}.{key}", NO_VALUE, "unknown key", f"remove it; {group} keys are: {known}")
 
@@ -104,7 +107,7 @@ def check_compatible(components: Components) -> None:
     has_teacher = components.teacher.present
     if algorithm.requires_teacher and not has_teacher:
         raise ConfigError("teacher", "none", f"algorithm={name} needs a teacher", "choose one, e.g. teacher=rule")
-    if not isinstance(components.distiller, NoDistiller) and not algorithm.uses_distiller:
+    if components.distiller.distills and not algorithm.uses_distiller:
         raise ConfigError(
             "distiller",
             components.choices["distiller"],

@@ -1,9 +1,9 @@
-"""The teacher interface: corrective guidance for wrong attempts and viewpoints reflected from traces.
+"""The teacher interface: corrective guidance for wrong attempts.
 
-Every option implements ``_guide`` (and, where it can, ``_reflect``); the public ``guide`` / ``reflect`` wrap
-them with what every teacher owes the run: the ground truth is shown only when ``access_ground_truth`` is on,
-each call is timed and counted, guidance that states the answer is counted as a leak, and a few
-(question, attempt, guidance) samples are kept for the W&B table.
+Every option implements ``_guide``; the public ``guide`` wraps it with what every teacher owes the run: the ground
+truth is shown only when ``access_ground_truth`` is on, each call is timed and counted, guidance that states the
+answer is counted as a leak, and a few (question, attempt, guidance) samples are kept for the W&B table. Reflection on
+traces (viewpoints) is an interface of its own that a teacher may also offer: ``teachers/reflection.py``.
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.core.component import Component, setting
-from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
     from socratic_exp.tasks.base import Task
 
-ViewpointKind = Literal["principle", "heuristic", "causal explanation", "counter-example"]
 Context = str | list[dict[str, str]]  # a plain prompt, or chat messages
 
 # The teacher's guidance prompt, used for all guidance by every teacher option that writes from a prompt: its text is
@@ -87,75 +84,6 @@ class GuidanceRequest:
     @property
     def latest(self) -> Attempt:
         return self.attempts[-1]
-
-
-@dataclasses.dataclass(frozen=True)
-class Viewpoint:
-    kind: ViewpointKind
-    text: str
-    source_trace: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ScoredViewpoint:
-    """A viewpoint the teacher wrote, the trace it reflected on, and its measured utility U(v) (Socratic-RL, 3.3):
-    the signal of the teacher's meta-learning."""
-
-    question: str
-    trace: Attempt
-    text: str
-    utility: float
-
-
-VIEWPOINT_LABELS: dict[str, ViewpointKind] = {
-    "principle": "principle",
-    "heuristic": "heuristic",
-    "causal explanation": "causal explanation",
-    "counter-example": "counter-example",
-    "note": "principle",
-}
-_LABELLED_LINE = re.compile(r"^\W*(" + "|".join(map(re.escape, VIEWPOINT_LABELS)) + r")\s*:\s*(.+)$", re.IGNORECASE)
-MAX_VIEWPOINT_CHARS = 300
-MIN_VIEWPOINT_LETTERS = 8  # fewer letters than this is not a readable principle (e.g. a stray number)
-_LABEL = re.compile(r"^\s*[A-Za-z -]{2,24}:\s*")
-
-
-def parse_viewpoint(reply: str, source_trace: str) -> Viewpoint | None:
-    """The first labelled line of a teacher's reply (``Principle: ...``), else its first line as a principle; None
-    when it holds no readable text."""
-    lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
-    if not lines:
-        return None
-    kind: ViewpointKind = "principle"
-    text = lines[0]
-    for line in lines:
-        if match := _LABELLED_LINE.match(line):
-            kind = VIEWPOINT_LABELS[match.group(1).lower()]
-            text = f"{match.group(1).capitalize()}: {match.group(2).strip()}"
-            break
-    text = text[:MAX_VIEWPOINT_CHARS]
-    if sum(ch.isalpha() for ch in text.split(":", 1)[-1]) < MIN_VIEWPOINT_LETTERS:
-        return None
-    return Viewpoint(kind, text, source_trace)
-
-
-def reflection_template(own: str | None, asked: str | None) -> str:
-    """The reflection prompt a teacher writes from: its option's own (``reflect_template``) where set, else the one the
-    asking method hands to ``reflect`` / ``meta_update``."""
-    template = own if own is not None else asked
-    if template is None:
-        raise ConfigError(
-            "teacher.reflect_template",
-            None,
-            "is null, and the method asking for reflections gives no prompt of its own",
-            "set teacher.reflect_template to a prompt with {student_answer}",
-        )
-    return template
-
-
-def strip_label(text: str) -> str:
-    """``Principle: do * first.`` -> ``do * first.``"""
-    return _LABEL.sub("", text).strip()
 
 
 def render_template(template: str, request: GuidanceRequest) -> str:
@@ -279,19 +207,6 @@ class Teacher(Component):
         remote teacher, a rule, or self-guidance with the student's weights)."""
         return None
 
-    def decouple_from_student(self) -> None:
-        """A teacher that guides with the student's own weights takes a copy of them (as they are now), so that its
-        meta-learning trains the teacher and not the student; other teachers have nothing to do."""
-
-    def cannot_reflect_on(self, task: Task) -> str | None:
-        """Why this teacher cannot reflect on ``task``'s traces, in words for an error message (None: it can)."""
-        return None
-
-    def cannot_meta_learn(self) -> tuple[str, str] | None:
-        """Why ``meta_update`` cannot train this teacher as configured, and the teacher setting that would let it
-        (None: it can, or it has nothing to learn and ``meta_update`` returns {})."""
-        return None
-
     # --- the interface ----------------------------------------------------------------------------------------
     def guide(self, requests: Sequence[GuidanceRequest]) -> list[str]:
         """Concise corrective guidance for each request's latest (wrong) attempt."""
@@ -308,30 +223,6 @@ class Teacher(Component):
             self.stats.add(answer_leaks=int(leaked), guidance_chars=len(text))
             self._keep_sample(request, text, leaked)
         return texts
-
-    def reflect(
-        self, questions: Sequence[str], traces: Sequence[Attempt], prompt: str | None = None
-    ) -> list[Viewpoint | None]:
-        """A viewpoint drawn from each trace, or None where the teacher has nothing to say. ``prompt`` is the asking
-        method's reflection prompt, for teachers that write from one (their option's ``reflect_template`` wins where
-        set); placeholders: those of ``GUIDANCE_TEMPLATE`` and ``{exemplars}``."""
-        if not traces:
-            return []
-        viewpoints = self._reflect(list(questions), list(traces), prompt)
-        self.stats.add(reflections=len(traces), viewpoints=sum(v is not None for v in viewpoints))
-        return viewpoints
-
-    def meta_update(self, scored: Sequence[ScoredViewpoint], prompt: str | None = None) -> dict[str, float]:
-        """Teacher meta-learning (Socratic-RL, Section 3.3): improve future reflections from the measured utility of
-        past viewpoints; returns ``teacher_meta/*`` statistics. Teachers that cannot learn return {}. ``prompt``: the
-        reflection prompt the viewpoints were asked with (as in ``reflect``)."""
-        return {}
-
-    def save_meta_state(self, folder: Path) -> None:
-        """Write what ``meta_update`` learned into a checkpoint folder."""
-
-    def load_meta_state(self, folder: Path) -> None:
-        """Restore what ``save_meta_state`` wrote (a resumed run continues with the teacher it had)."""
 
     @contextlib.contextmanager
     def separate_stats(self) -> Iterator[TeacherStats]:
@@ -354,9 +245,6 @@ class Teacher(Component):
     # --- to implement -----------------------------------------------------------------------------------------
     def _guide(self, requests: list[GuidanceRequest]) -> list[str]:
         raise NotImplementedError
-
-    def _reflect(self, questions: list[str], traces: list[Attempt], prompt: str | None) -> list[Viewpoint | None]:
-        return [None] * len(traces)
 
     def _keep_sample(self, request: GuidanceRequest, guidance: str, leaked: bool) -> None:
         # Reservoir sampling: every guidance of the interval is equally likely to reach the table.

@@ -31,16 +31,13 @@ from typing import Any, TypeVar
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import UserError
 from socratic_exp.core.run_folder import default_cache_dir
-from socratic_exp.teachers.base import (
-    GUIDANCE_TEMPLATE,
-    Attempt,
-    GuidanceRequest,
+from socratic_exp.teachers.base import GUIDANCE_TEMPLATE, Attempt, GuidanceRequest, render_template
+from socratic_exp.teachers.reflection import (
+    Reflective,
     ScoredViewpoint,
-    Teacher,
     Viewpoint,
     parse_viewpoint,
     reflection_template,
-    render_template,
 )
 from socratic_exp.teachers.response_cache import ResponseCache, cache_key
 
@@ -72,7 +69,7 @@ class _LoopThread:
 
 
 @dataclasses.dataclass(kw_only=True)
-class BlackboxTeacher(Teacher):
+class BlackboxTeacher(Reflective):
     base_url: str = setting("http://127.0.0.1:8000/v1", "the OpenAI-compatible server's URL (http or https)")
     model: str = setting("", "the served model name, e.g. Qwen/Qwen3.5-27B (required)")
     api_key_env: str = setting(

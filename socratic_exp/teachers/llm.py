@@ -12,40 +12,24 @@ is what lets the embedded tiny student guide itself: it has seen ``Hint:`` lines
 ``backend: vllm`` generates with vLLM for a separate teacher model (not for self-guidance, whose weights change
 every step).
 
-Socratic-RL: ``reflect`` asks for one viewpoint per trace (for instruct models ``reflect_template``, by default the
-reflection prompt the method hands over; for base models ``plain_reflect_template``, whose last line, ``Principle:``,
-the model completes). The algorithm decouples the
-teacher from the student (a copy of the student's weights when ``model`` is null), and its meta-learning is DPO
-(TRL's DPOTrainer) on pairs of the teacher's own viewpoints ranked by measured utility U(v): for the trace behind
-the better viewpoint, the better one is preferred over the worse (both are general principles, so either could
-have been written there). Pairs are formed across probes, between the viewpoints just measured and every viewpoint
-measured before, of the same error class (``teachers.meta_learning.cross_probe_pairs``), and need a utility gap
-of at least ``meta_margin``.
+Reflection (``teachers/reflection.py``, ``TrainableReflective``): ``reflect`` asks for one viewpoint per trace (for
+instruct models ``reflect_template``, by default the reflection prompt the method hands over; for base models
+``plain_reflect_template``, whose last line, ``Principle:``, the model completes). Its viewpoints come from its own
+weights, which a method may train: ``decouple_from_student`` gives a self-guiding teacher a copy of the student's
+weights, and ``reflection_example`` turns a reflection into a training example (the prompt, and the viewpoint as the
+completion the teacher would have generated). Socratic-RL's meta-learning trains them by DPO on utility-ranked pairs
+of the teacher's viewpoints; its settings are the algorithm's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import tempfile
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import UserError
-from socratic_exp.teachers.base import (
-    GUIDANCE_TEMPLATE,
-    Attempt,
-    GuidanceRequest,
-    ScoredViewpoint,
-    Teacher,
-    Viewpoint,
-    parse_viewpoint,
-    reflection_template,
-    render_template,
-)
-from socratic_exp.teachers.meta_learning import cross_probe_pairs
+from socratic_exp.teachers.base import GUIDANCE_TEMPLATE, Attempt, GuidanceRequest, render_template
+from socratic_exp.teachers.reflection import TrainableReflective, Viewpoint, parse_viewpoint, reflection_template
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -53,7 +37,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(kw_only=True)
-class LLMTeacher(Teacher):
+class LLMTeacher(TrainableReflective):
     model: str | None = setting(
         None, "a Hub name or local folder of a separate teacher (null: self-guidance with the student's weights)"
     )
@@ -72,29 +56,19 @@ class LLMTeacher(Teacher):
         "auto", "a separate teacher's dtype (auto: bfloat16 on GPUs that support it)"
     )
     enable_thinking: bool | None = setting(False, "Qwen3 chat-template switch (null: pass nothing to the template)")
-    seed: int = setting(0, "seed of the teacher's sampling and of its DPO meta-updates", ge=0)
-    # Socratic-RL reflection and meta-learning
+    seed: int = setting(0, "seed of the teacher's sampling", ge=0)
+    # Socratic-RL reflection
     reflect_template: str | None = setting(
         None, "Socratic-RL: the reflection prompt (chat teachers) that writes one viewpoint (null: the method's own)"
     )
     plain_reflect_template: str = setting(
         "{question}\n{student_answer}\nPrinciple:", "Socratic-RL, base models: the viewpoint completes the last line"
     )
-    meta_steps: int = setting(8, "Socratic-RL meta-learning: DPO steps per meta-update of the teacher", ge=1)
-    meta_learning_rate: float = setting(1e-5, "Socratic-RL meta-learning: the teacher's DPO learning rate", gt=0.0)
-    meta_beta: float = setting(0.1, "Socratic-RL meta-learning: DPO's beta", gt=0.0)
-    meta_margin: float = setting(
-        0.02, "Socratic-RL meta-learning: least utility gap between a pair's two viewpoints", ge=0.0
-    )
-    meta_max_pairs: int = setting(64, "Socratic-RL meta-learning: preference pairs per meta-update at most", ge=1)
-    meta_batch_size: int = setting(8, "Socratic-RL meta-learning: pairs per DPO step", ge=1)
 
     def __post_init__(self) -> None:
         self._teacher: Student | None = None
         self._vllm: Any = None
         self._calls = 0
-        self._meta_updates = 0
-        self._measured: list[ScoredViewpoint] = []  # every measurement meta_update has seen (earlier probes)
         super().__post_init__()
 
     def validate(self) -> None:
@@ -216,7 +190,7 @@ class LLMTeacher(Teacher):
             return [output.strip() for output in outputs]
         return [_complete_line(p, o) for p, o in zip(prompts, outputs, strict=True)]
 
-    # --- Socratic-RL ------------------------------------------------------------------------------------------
+    # --- reflection -------------------------------------------------------------------------------------------
     def reflection_prompt(self, question: str, trace: Attempt, asked: str | None = None) -> str:
         """The prompt that reflects on ``trace``: ``asked`` (the method's reflection prompt) or ``reflect_template``
         for chat teachers, ``plain_reflect_template`` for base models."""
@@ -237,8 +211,8 @@ class LLMTeacher(Teacher):
         ]
 
     def decouple_from_student(self) -> None:
-        """Give a self-guiding teacher weights of its own (a copy of the student's, as they are now), so that its
-        meta-learning trains the teacher and not the student (the paper's decoupled architecture)."""
+        """Give a self-guiding teacher weights of its own (a copy of the student's, as they are now), so that training
+        it on its reflections trains the teacher and not the student (Socratic-RL's decoupled architecture)."""
         from socratic_exp.models.base import frozen_copy
 
         teacher = self._attached()
@@ -246,93 +220,18 @@ class LLMTeacher(Teacher):
             teacher.model = frozen_copy(teacher.model)
             teacher.info = {"copied_from_student": True}
 
-    def meta_update(self, scored: Sequence[ScoredViewpoint], prompt: str | None = None) -> dict[str, float]:
-        """One DPO phase on the teacher's model from utility-ranked pairs of its viewpoints: this probe's (``scored``)
-        against each other and against every viewpoint measured at earlier probes (Algorithm 1, line 17: "the
-        utility of past viewpoints from V_KB"; with ``viewpoint_budget=1`` a probe holds one viewpoint, so pairs
-        within one probe never form)."""
-        from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
-
-        teacher = self._attached()
-        if teacher.model is None or teacher.info.get("self_guidance"):
-            raise RuntimeError("LLMTeacher.meta_update needs a teacher with weights of its own (decouple_from_student)")
-        rows = self.preference_pairs(scored, self._measured, prompt)
-        self._measured += list(scored)
-        found = {"teacher_meta/pairs": float(len(rows)), "teacher_meta/measured": float(len(self._measured))}
-        if not rows:
-            return found
-        self._meta_updates += 1
-        teacher.model.requires_grad_(True)
-        try:
-            return found | dpo_phase(
-                teacher.model,
-                teacher.tokenizer,
-                rows,
-                Path(tempfile.gettempdir()) / "socratic_exp_teacher_dpo",
-                prefix="teacher_meta",
-                steps=self.meta_steps,
-                batch_size=self.meta_batch_size,
-                learning_rate=self.meta_learning_rate,
-                beta=self.meta_beta,
-                seed=self.seed * 1_000_003 + self._meta_updates,
-            )
-        finally:
-            teacher.model.requires_grad_(False)
-            teacher.model.eval()
-
-    def preference_pairs(
-        self, new: Sequence[ScoredViewpoint], past: Sequence[ScoredViewpoint] = (), asked: str | None = None
-    ) -> list[dict[str, Any]]:
-        """(prompt, chosen, rejected) rows, at most ``meta_max_pairs``, most separated first: the pairs of
-        ``cross_probe_pairs`` (``new`` with each other and with ``past``, same error class, mean utilities at least
-        ``meta_margin`` apart), the better viewpoint's reflection prompt as the prompt."""
-        chat = self._attached().chat
-        rows = []
-        for better, worse, _ in cross_probe_pairs(new, past, self.meta_margin, self.meta_max_pairs):
-            prompt = self.reflection_prompt(better.question, better.trace, asked)
-            rows.append(
-                {
-                    "prompt": [{"role": "user", "content": prompt}] if chat else prompt,
-                    "chosen": self._as_completion(prompt, better.text, chat),
-                    "rejected": self._as_completion(prompt, worse.text, chat),
-                }
-            )
-        return rows
-
-    @staticmethod
-    def _as_completion(prompt: str, viewpoint: str, chat: bool) -> Any:
-        """What the teacher would have generated to produce ``viewpoint``: the assistant turn, or (base models) the
-        rest of the prompt's last line, e.g. `` do * before +.`` after ``Principle:``."""
-        if chat:
-            return [{"role": "assistant", "content": viewpoint}]
+    def reflection_example(
+        self, question: str, trace: Attempt, viewpoint: str, asked: str | None = None
+    ) -> tuple[Any, Any]:
+        """(prompt, completion) for training the teacher to write ``viewpoint`` on ``trace``: the reflection prompt
+        (``reflection_prompt``) as a user turn and the viewpoint as the assistant turn; for base models the prompt text
+        and the rest of its last line, e.g. `` do * before +.`` after ``Principle:``."""
+        prompt = self.reflection_prompt(question, trace, asked)
+        if self._attached().chat:
+            return [{"role": "user", "content": prompt}], [{"role": "assistant", "content": viewpoint}]
         label = prompt.rsplit("\n", 1)[-1]
         rest = viewpoint[len(label) :] if viewpoint.startswith(label) else " " + viewpoint
-        return rest + "\n"
-
-    def save_meta_state(self, folder: Path) -> None:
-        teacher = self._teacher
-        if teacher is not None and teacher.model is not None and not teacher.info.get("self_guidance"):
-            import torch
-
-            torch.save(teacher.model.state_dict(), folder / "teacher_model.pt")
-        state = {"measured": [dataclasses.asdict(m) for m in self._measured], "meta_updates": self._meta_updates}
-        (folder / "llm_teacher_meta.json").write_text(json.dumps(state))
-
-    def load_meta_state(self, folder: Path) -> None:
-        path = folder / "teacher_model.pt"
-        teacher = self._teacher
-        if path.is_file() and teacher is not None and teacher.model is not None:
-            import torch
-
-            teacher.model.load_state_dict(torch.load(path, map_location=teacher.model.device, weights_only=True))
-        meta = folder / "llm_teacher_meta.json"
-        if meta.is_file():
-            state = json.loads(meta.read_text())
-            self._measured = [
-                ScoredViewpoint(m["question"], Attempt(**m["trace"]), m["text"], m["utility"])
-                for m in state["measured"]
-            ]
-            self._meta_updates = state["meta_updates"]
+        return prompt, rest + "\n"
 
     # --- generation -------------------------------------------------------------------------------------------
     def _attached(self) -> Student:

@@ -28,14 +28,8 @@ from socratic_exp.tasks import expressions as ex
 from socratic_exp.tasks.arithmetic import GUIDANCE, PRINCIPLES, SLIP_IN_LAST_STEP, ArithmeticTask, expression_in
 from socratic_exp.tasks.base import VERIFIER_FEEDBACK
 from socratic_exp.tasks.diagnosis import Diagnosis, diagnose
-from socratic_exp.teachers.base import (
-    Attempt,
-    GuidanceRequest,
-    ScoredViewpoint,
-    Teacher,
-    Viewpoint,
-    parse_viewpoint,
-)
+from socratic_exp.teachers.base import Attempt, GuidanceRequest
+from socratic_exp.teachers.reflection import Reflective, ScoredViewpoint, Viewpoint, parse_viewpoint
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
@@ -96,7 +90,7 @@ def hint_for(diagnosis: Diagnosis) -> str:
 
 
 @dataclasses.dataclass(kw_only=True)
-class RuleTeacher(Teacher):
+class RuleTeacher(Reflective):
     min_occurrences: int = setting(
         2, "Socratic-RL reflect(): an error class becomes a viewpoint once seen this many times", ge=1
     )

@@ -13,9 +13,11 @@ paper" table. The phases of Algorithm 1 and where they live:
    near-duplicates merged, V capped at ``viewpoint_budget`` (``knowledge_base.py``).
 3. **Utility and teacher meta-learning** (``loop.ViewpointLoop.probe``): every ``probe_every`` steps U(v) of each
    viewpoint in V on ``probe_items`` probe questions (``utility.py``); viewpoints at or below ``retire_threshold``
-   for ``retire_patience`` probes retire. With ``meta_learning`` the measurements go to ``teacher.meta_update``
-   (rule: phrasings reweighted; llm: DPO on utility-ranked pairs formed across probes,
-   ``teachers.meta_learning.cross_probe_pairs``; blackbox: exemplars in its prompt).
+   for ``retire_patience`` probes retire. With ``meta_learning`` the measurements go to the teacher's meta-learning:
+   what a reflective teacher learns by itself (``teacher.meta_update``; rule: phrasings reweighted; blackbox:
+   exemplars in its prompt), or, for a teacher whose own weights write its viewpoints (llm), DPO on utility-ranked
+   pairs formed across probes (``teacher_dpo.TeacherDPO``, ``meta_learning.cross_probe_pairs``; the ``meta_*``
+   settings).
 4. **Distillation** (``loop.ViewpointLoop.distill``) every ``distill_every`` steps through the ``distiller`` group;
    then V is reset.
 
@@ -31,11 +33,17 @@ from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import ConfigError
+from socratic_exp.teachers.reflection import Reflective, TrainableReflective
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.base import RunContext
     from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
     from socratic_exp.runtime.assembly import Components
+
+# The settings of the DPO meta-learning of a teacher whose own weights write its viewpoints (teacher=llm), which were
+# that teacher's before the meta-learning became the algorithm's: a user who types the old key is told where it lives.
+META_SETTINGS = ("meta_steps", "meta_learning_rate", "meta_beta", "meta_margin", "meta_max_pairs", "meta_batch_size")
+MOVED_KEYS = {f"teacher.{name}": f"algorithm.{name}" for name in META_SETTINGS}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -61,6 +69,15 @@ class SocraticRL(GRPO):
     )
     retire_patience: int = setting(2, "probes in a row at or below retire_threshold that retire a viewpoint", ge=1)
     meta_learning: bool = setting(True, "teacher meta-learning from the measured utilities (false: the ablation)")
+    # the DPO meta-learning of a teacher whose own weights write its viewpoints (teacher=llm; teacher_dpo.py)
+    meta_steps: int = setting(8, "teacher=llm meta-learning: DPO steps per meta-update of the teacher", ge=1)
+    meta_learning_rate: float = setting(1e-5, "teacher=llm meta-learning: the teacher's DPO learning rate", gt=0.0)
+    meta_beta: float = setting(0.1, "teacher=llm meta-learning: DPO's beta", gt=0.0)
+    meta_margin: float = setting(
+        0.02, "teacher=llm meta-learning: least utility gap between a pair's two viewpoints", ge=0.0
+    )
+    meta_max_pairs: int = setting(64, "teacher=llm meta-learning: preference pairs per meta-update at most", ge=1)
+    meta_batch_size: int = setting(8, "teacher=llm meta-learning: pairs per DPO step", ge=1)
     distill_every: int = setting(50, "steps between distillations through the distiller group (0: never)", ge=0)
     entropy_mask: EntropyMask | None = setting(
         None, "e.g. {rho: 0.2, mode: top}: the policy loss on the high-entropy tokens only (as entropy_masked)"
@@ -74,6 +91,13 @@ class SocraticRL(GRPO):
     def check_compatible(self, components: Components) -> None:
         super().check_compatible(components)
         teacher, name = components.teacher, components.choices["teacher"]
+        if not isinstance(teacher, Reflective):
+            raise ConfigError(
+                "teacher",
+                name,
+                "does not reflect on traces, which algorithm=socratic_rl asks its teacher to do",
+                "use teacher=rule (task=arithmetic), teacher=llm or teacher=blackbox",
+            )
         if (problem := teacher.cannot_reflect_on(components.task)) is not None:
             raise ConfigError(
                 "teacher",
@@ -118,7 +142,8 @@ class SocraticRL(GRPO):
     def build_loop(self, ctx: RunContext) -> ViewpointLoop:
         from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
 
-        ctx.components.teacher.decouple_from_student()
+        if isinstance(teacher := ctx.components.teacher, TrainableReflective):
+            teacher.decouple_from_student()  # its meta-learning trains a copy, not the student
         probe = ctx.data["probe"] if "probe" in ctx.data else ctx.data["train"].shuffle(seed=ctx.seed)
         limit = getattr(ctx.student.model.config, "max_position_embeddings", None)
         return ViewpointLoop(

@@ -33,7 +33,10 @@ def premises(bench: Bench) -> dict[str, float]:
     from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
     from socratic_exp.tasks.base import with_context
     from socratic_exp.teachers.base import Attempt
+    from socratic_exp.teachers.reflection import Reflective
 
+    if not isinstance(bench.teacher, Reflective):  # a teacher that does not reflect writes no viewpoints
+        return {"socratic_rl/viewpoints": 0.0}
     rows = bench.train_rows
     answers = bench.greedy([r["prompt"] for r in rows])
     failed = [(r["prompt"], a) for r, a in zip(rows, answers, strict=True) if bench.score(a, r) < 1.0]

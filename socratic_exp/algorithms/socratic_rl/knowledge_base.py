@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from socratic_exp.core import distributed
-from socratic_exp.teachers.base import strip_label
+from socratic_exp.teachers.reflection import strip_label
 
 Status = Literal["active", "queued", "retired", "distilled"]
 LOG_NAME = "viewpoints.jsonl"

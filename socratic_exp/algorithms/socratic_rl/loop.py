@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from socratic_exp.algorithms.socratic_rl.knowledge_base import LOG_NAME, KnowledgeBase, ViewpointLog
 from socratic_exp.algorithms.socratic_rl.prompts import REFLECTION_TEMPLATE
+from socratic_exp.algorithms.socratic_rl.teacher_dpo import TeacherDPO
 from socratic_exp.algorithms.socratic_rl.utility import mean, measure_utilities
 from socratic_exp.core import distributed
 from socratic_exp.tasks.base import with_context
+from socratic_exp.teachers.reflection import Reflective, TrainableReflective
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.config import SocraticRL
@@ -96,8 +98,14 @@ class ViewpointLoop:
         seed: int,
         prompt_room: int | None,
     ):
+        if not isinstance(components.teacher, Reflective):  # SocraticRL.check_compatible refuses it first, in words
+            raise TypeError(f"the Socratic-RL loop needs a reflective teacher, not {type(components.teacher).__name__}")
         self.settings = settings
         self.c = components
+        self.teacher: Reflective = components.teacher
+        # a teacher whose weights write its viewpoints is trained by the loop's DPO meta-updates (teacher_dpo.py)
+        trainable = isinstance(self.teacher, TrainableReflective)
+        self.teacher_dpo = TeacherDPO(self.teacher, settings, seed) if trainable else None
         self.student = student
         self.train_rows = train_rows
         self.run_dir = run_dir
@@ -158,7 +166,7 @@ class ViewpointLoop:
         if chosen:
             questions = [q for q, _ in chosen]
             attempts = [a for _, a in chosen]
-            asked = self.c.teacher.reflect(questions, attempts, REFLECTION_TEMPLATE) if distributed.is_main() else None
+            asked = self.teacher.reflect(questions, attempts, REFLECTION_TEMPLATE) if distributed.is_main() else None
             viewpoints = distributed.from_main(asked)
             for (question, attempt), viewpoint in zip(chosen, viewpoints, strict=True):
                 if viewpoint is None:
@@ -195,7 +203,7 @@ class ViewpointLoop:
         metrics: dict[str, float] = {}
         if settings.probe_every and step % settings.probe_every == 0 and self.kb.active:
             metrics |= self.probe(step)
-        if self.c.distiller.enabled and settings.distill_every and step % settings.distill_every == 0:
+        if self.c.distiller.distills and settings.distill_every and step % settings.distill_every == 0:
             metrics |= self.distill(step)
         if metrics:
             metrics |= self.kb_metrics() | {f"socratic_rl/seconds/{k}": v for k, v in self.seconds.items()}
@@ -205,9 +213,11 @@ class ViewpointLoop:
     def probe(self, step: int) -> dict[str, float]:
         """U(v) of every viewpoint in V (Section 3.3); retirement; the teacher's meta-update from the new
         measurements, each with the trace it was written from as the teacher saw it (question, completion, the
-        verifier's score and reason). The teacher keeps what it learned from earlier probes itself (the LLM teacher
-        pairs this probe's viewpoints with earlier ones: ``teachers.meta_learning.cross_probe_pairs``)."""
-        from socratic_exp.teachers.base import Attempt, ScoredViewpoint
+        verifier's score and reason). A teacher that learns by itself keeps what it learned from earlier probes
+        (``Reflective.meta_update``); one whose weights write its viewpoints is trained here (``teacher_dpo``, which
+        pairs this probe's viewpoints with earlier ones: ``meta_learning.cross_probe_pairs``)."""
+        from socratic_exp.teachers.base import Attempt
+        from socratic_exp.teachers.reflection import ScoredViewpoint
 
         started = time.perf_counter()
         active = self.kb.active
@@ -240,7 +250,9 @@ class ViewpointLoop:
             ]
             # on every process, from the same measurements: the same bookkeeping, or a DPO phase of the teacher's
             # weights that is data-parallel over the processes like the run's trainer
-            metrics |= self.c.teacher.meta_update(scored, REFLECTION_TEMPLATE)
+            metrics |= self.teacher.meta_update(scored, REFLECTION_TEMPLATE)
+            if self.teacher_dpo is not None:
+                metrics |= self.teacher_dpo.update(scored, REFLECTION_TEMPLATE)
             self.seconds["meta"] += time.perf_counter() - started
         return metrics
 
@@ -317,7 +329,9 @@ class ViewpointLoop:
             "distillations": self.distillations,
         }
         (folder / STATE_FILE).write_text(json.dumps(state))
-        self.c.teacher.save_meta_state(folder)
+        self.teacher.save_meta_state(folder)
+        if self.teacher_dpo is not None:
+            self.teacher_dpo.save(folder)
 
     def restore(self, folder: Path, step: int) -> None:
         """Back to the state saved at ``step``; the record keeps the events up to that step only."""
@@ -331,4 +345,6 @@ class ViewpointLoop:
         self.rng.setstate((version, tuple(internal), gauss))
         self.seconds = Counter(state["seconds"])
         self.distillations = state["distillations"]
-        self.c.teacher.load_meta_state(folder)
+        self.teacher.load_meta_state(folder)
+        if self.teacher_dpo is not None:
+            self.teacher_dpo.load(folder)

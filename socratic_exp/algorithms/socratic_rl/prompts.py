@@ -1,5 +1,6 @@
-"""Socratic-RL's prompts: the reflection prompt its reflect step hands to the teacher (``Teacher.reflect`` and
-``Teacher.meta_update``), used by instruct teachers whose option sets no ``reflect_template`` of its own."""
+"""Socratic-RL's prompts: the reflection prompt its reflect step hands to the teacher (``Reflective.reflect``, and
+its meta-learning: ``Reflective.meta_update``, ``TrainableReflective.reflection_example``), used by instruct teachers
+whose option sets no ``reflect_template`` of its own."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Socratic-RL's viewpoint utility U(v) (Section 3.3), the signal of the teacher's meta-learning (the preference pairs
-an LLM teacher learns from are formed in ``teachers/meta_learning.py``).
+an LLM teacher learns from are formed in ``meta_learning.py``).
 
     U(v) = E_p[Score(pi_S(. | p, V u {v}))] - E_p[Score(pi_S(. | p, V))]
 

@@ -1,8 +1,8 @@
 """Teacher meta-learning from measured viewpoint utilities U(v) (Socratic-RL, Section 3.3; done by DPO on viewpoint
 pairs as its Section 4 and Section 7, Phase 2 propose): the preference pairs a teacher with weights of its own learns
-from.
+from (``teacher_dpo.TeacherDPO`` trains it on them).
 
-**Preference pairs across probes** (``cross_probe_pairs``; issue 16). Socratic-RL's Algorithm 1, line 17 updates the
+**Preference pairs across probes** (``cross_probe_pairs``). Socratic-RL's Algorithm 1, line 17 updates the
 teacher "using feedback on the utility of past viewpoints from V_KB", not only those of the latest probe: with the
 testbed's ``viewpoint_budget=1`` a probe measures one viewpoint, so pairs formed within one probe never exist. The rule:
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from socratic_exp.teachers.base import ScoredViewpoint
+    from socratic_exp.teachers.reflection import ScoredViewpoint
 
 
 def _mean(values: Sequence[float]) -> float:
