@@ -40,9 +40,7 @@ def sources(commit: str | None) -> dict[str, str]:
     files = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit, "socratic_exp"], cwd=REPO, text=True,
                            capture_output=True, check=True).stdout.split()  # fmt: skip
     return {
-        f: subprocess.run(
-            ["git", "show", f"{commit}:{f}"], cwd=REPO, text=True, capture_output=True, check=True
-        ).stdout
+        f: subprocess.run(["git", "show", f"{commit}:{f}"], cwd=REPO, text=True, capture_output=True, check=True).stdout
         for f in files
         if f.endswith(".py")
     }

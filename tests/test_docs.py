@@ -81,9 +81,7 @@ SCRIPTS = sorted(set(re.findall(r"(?:python|bash) (benchmarks/[\w./]+\.(?:py|sh)
 
 
 def test_the_docs_show_the_other_entry_points():
-    assert {"socratic_exp.report", "socratic_exp.study.premises", "socratic_exp.models.tiny"} <= set(
-        MODULE_COMMANDS
-    )
+    assert {"socratic_exp.report", "socratic_exp.study.premises", "socratic_exp.models.tiny"} <= set(MODULE_COMMANDS)
     assert len(SCRIPTS) > 15
 
 

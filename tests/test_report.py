@@ -125,9 +125,7 @@ def test_cli_prints_the_table_and_takes_explicit_variant_keys(sweep, tmp_path):
 
 
 def test_cli_without_runs_fails_with_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "socratic_exp.report", str(tmp_path)], capture_output=True, text=True
-    )
+    proc = subprocess.run([sys.executable, "-m", "socratic_exp.report", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no run folders" in proc.stderr
 
