@@ -79,7 +79,8 @@ def room(module: str) -> str | None:
 
 
 def functions(source: str) -> list[tuple[str, int, int]]:
-    """(name, lines, cyclomatic complexity) of each function."""
+    """(name, lines, cyclomatic complexity) of each function: 1 + its branch points (if, loops, except, with, assert,
+    conditional expressions, comprehensions, each extra operand of and/or), nested functions included."""
     result = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -138,8 +139,7 @@ def main() -> int:
     print(f"{figures['commit']}: {figures['root_module_count']} root modules; run.py's largest function "
           f"{figures['run_py_largest_function']}; {len(figures['import_circles'])} import circles; "
           f"{len(figures['imports_against_the_rooms'])} imports against the rooms")  # fmt: skip
-    for circle in figures["import_circles"]:
-        print("  circle:", " -> ".join(circle))
+    print("\n".join("  circle: " + " -> ".join(circle) for circle in figures["import_circles"]))
     return 0
 
 
