@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -286,9 +287,9 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     assert set(table) == set(rows) and table["socraticpo>grpo"]["verdict"] == "reproduced"
     assert float(table["socraticpo>grpo"]["diff_low"]) == pytest.approx(0.010370, abs=1e-6)
     assert float(table["socraticpo>grpo"]["diff_equal_time"]) == pytest.approx(-0.01)
-    measured = [r for r in table.values() if r["p"] not in ("", "nan")]
-    assert measured and all(float(r["p_holm"]) >= float(r["p"]) for r in measured)  # Holm only ever raises p
-    assert all(float(r["diff_holm_low"]) <= float(r["diff_low"]) for r in measured)  # and widens the interval
+    measured = [r for r in table.values() if r["p_reproduced"] not in ("", "nan")]
+    assert measured and all(float(r["p_holm_reproduced"]) >= float(r["p_reproduced"]) for r in measured)
+    assert {r["holm_family"] for r in measured} == {str(2 * len(measured))}  # two hypotheses per measured claim
     assert "Code: " in board.markdown and "verdict (Holm)" in board.markdown
     arms = {r["arm"]: r for r in csv.DictReader((out / "scoreboard_arms.csv").open())}
     assert arms["grpo"]["n"] == "5" and float(arms["grpo"]["train_seconds mean"]) == 300.0
@@ -351,28 +352,74 @@ def test_a_scoreboard_with_no_claim_measured_writes_nothing_and_exits_2(tmp_path
     assert sorted(p.name for p in root.iterdir()) == ["0", "1"]  # no scoreboard files
 
 
-def test_holm_ranks_the_claims_by_p_value_and_widens_each_interval_to_its_step():
-    """Three claims, 5 seeds each (t with 4 degrees of freedom). Raw: mean 0.05 (se 0.0031623, p 9.3493e-05),
-    mean 0.03 (se 0.0089443, p 0.028460: reproduced, its 95% lower bound 0.0052), mean 0 (p 1). Holm, m = 3: the
-    first at level 1 - 0.05 / 3 (t 3.960786), the second at 1 - 0.05 / 2 (t 3.495406: its lower bound -0.0013, so
-    inconclusive once the three are judged together), the last at 95% (t 2.776445); adjusted p-values 3 x 9.3493e-05,
-    max(that, 2 x 0.028460), 1."""
-    from socratic_exp.study.evidence import Claim, Row, holm_adjust, p_value
+def test_each_verdict_is_a_one_sided_test_of_its_own_hypothesis_and_holm_runs_over_them():
+    """Three "better" claims (margin 0.02), 5 seeds each (t, 4 degrees of freedom). Mean 0.05 (se 0.0031623), 0.03
+    (se 0.0089443), 0 (se 0.0054772). One-sided p of "effect > 0": 4.67464e-05, 0.0142301, 0.5; of "effect < 0.02":
+    0.999656, 0.836918, 0.0108715. Holm over the 6: 4.67464e-05 <= 0.05/6 is rejected, 0.0108715 > 0.05/5 stops it.
+    So only the first claim has a Holm verdict. The third is where the earlier construction (claims ranked by the
+    two-sided p of no difference, read on an interval at their Holm level) said "not reproduced": ranked last, it got
+    the raw 95% interval, whose upper bound 0.0152 is below the margin. Tested on its own hypothesis it is
+    inconclusive."""
+    from socratic_exp.study.evidence import Claim, Row, judge, one_sided_tests
 
     diffs = ([0.05, 0.06, 0.04, 0.05, 0.05], [0.05, 0.01, 0.05, 0.01, 0.03], [0.01, -0.02, 0.0, 0.01, 0.0])
     rows = []
     for name, values in zip("abc", diffs, strict=True):
         interval = paired_interval(values)
-        rows.append(Row(Claim(name, "", "", "x", "y"), "run", rollouts=interval, p=p_value(interval)))
-    holm_adjust(rows)
-    assert [row.p for row in rows] == [pytest.approx(9.3493e-05, rel=1e-4), pytest.approx(0.028460, abs=1e-6), 1.0]
-    assert [row.p_holm for row in rows] == [pytest.approx(2.80478e-04, rel=1e-4), pytest.approx(0.056920, abs=1e-6),
-                                            1.0]  # fmt: skip
-    bounds = [bound for row in rows for bound in (row.holm.low, row.holm.high)]
-    hand = [0.037475, 0.062525, -0.001264, 0.061264, -0.015207, 0.015207]
-    assert bounds == [pytest.approx(value, abs=1e-6) for value in hand]
+        rows.append(Row(Claim(name, "", "", "x", "y"), "run", rollouts=interval,
+                        tests=one_sided_tests(interval, "better", 0.02)))  # fmt: skip
+    judge(rows)
+    p_above = [row.tests[0].p for row in rows]
+    p_below = [row.tests[1].p for row in rows]
+    assert p_above == [pytest.approx(4.67464e-05, rel=1e-5), pytest.approx(0.0142301, rel=1e-5), 0.5]
+    assert p_below == [pytest.approx(0.999656, abs=1e-6), pytest.approx(0.836918, abs=1e-6),
+                       pytest.approx(0.0108715, rel=1e-5)]  # fmt: skip
+    assert [test.p_holm for row in rows for test in row.tests] == [
+        pytest.approx(2.80478e-04, rel=1e-5), 1.0, pytest.approx(0.0569204, rel=1e-5), 1.0, 1.0,
+        pytest.approx(0.0543575, rel=1e-5)]  # fmt: skip
+    assert [test.rejected for row in rows for test in row.tests] == [True, False, False, False, False, False]
     assert [row.verdict for row in rows] == ["reproduced", "reproduced", "not reproduced"]
-    assert [row.holm_verdict for row in rows] == ["reproduced", "inconclusive", "not reproduced"]
+    assert [row.holm_verdict for row in rows] == ["reproduced", "inconclusive", "inconclusive"]
+    assert [row.family for row in rows] == [6, 6, 6]
+    detectable = [row.detectable() for row in rows]  # (t(0.975) + t(0.8)) se; Holm-strictest: t(1 - 0.05/6)
+    assert detectable == [(pytest.approx(0.011755, abs=1e-6), pytest.approx(0.015501, abs=1e-6)),
+                          (pytest.approx(0.033250, abs=1e-6), pytest.approx(0.043843, abs=1e-6)),
+                          (pytest.approx(0.020361, abs=1e-6), pytest.approx(0.026848, abs=1e-6))]  # fmt: skip
+
+
+def test_holm_rejects_in_order_until_the_first_test_it_cannot():
+    from socratic_exp.study.evidence import Test, holm
+
+    tests = [Test("reproduced", ">", 0.0, p) for p in (0.01, 0.04, 0.03, 0.005)]
+    holm(tests)  # ranked 0.005 (<= 0.0125), 0.01 (<= 0.01667), 0.03 (> 0.025: stop), 0.04
+    assert [test.rejected for test in tests] == [True, False, False, True]
+    assert [test.p_holm for test in tests] == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06),
+                                               pytest.approx(0.02)]  # fmt: skip
+
+
+def test_a_claim_of_being_behind_and_one_of_no_worse_test_their_own_thresholds():
+    from socratic_exp.study.evidence import one_sided_tests
+
+    behind = one_sided_tests(paired_interval([-0.05, -0.01, -0.05, -0.01, -0.03]), "worse", 0.02)
+    assert [test.p for test in behind] == [pytest.approx(0.0142301, rel=1e-5), pytest.approx(0.836918, abs=1e-6)]
+    no_worse = one_sided_tests(paired_interval([0.05, 0.01, 0.05, 0.01, 0.03]), "not_worse", 0.02)
+    # effect > -0.02: t = 0.05 / 0.0089443 = 5.5902; effect < 0: t = 3.3541
+    assert [(test.direction, test.threshold) for test in no_worse] == [(">", -0.02), ("<", 0.0)]
+    assert [test.p for test in no_worse] == [pytest.approx(0.00251200, rel=1e-5), pytest.approx(0.985770, abs=1e-6)]
+    assert one_sided_tests(paired_interval([0.01]), "better", 0.02) == []
+
+
+def test_a_bound_within_a_tenth_of_a_point_of_its_threshold_is_a_knife_edge():
+    from socratic_exp.study.evidence import Claim, Interval, Row
+
+    def row(interval: Interval, kind: str = "better") -> Row:
+        return Row(Claim("c", "", "", "x", "y", kind=kind, margin=0.02), "run", rollouts=interval)
+
+    assert row(Interval(5, 0.02, 0.0005, 0.0395)).knife_edge  # lower bound 0.05 points above 0
+    assert not row(Interval(5, 0.02, 0.0015, 0.0385)).knife_edge
+    assert row(Interval(5, 0.0, -0.0195, 0.0195)).knife_edge  # upper bound 0.05 points below the margin
+    assert row(Interval(5, -0.02, -0.0395, -0.0005), kind="worse").knife_edge  # mirrored
+    assert not row(Interval(1, 0.02, math.nan, math.nan)).knife_edge
 
 
 def test_a_proposals_hypothesis_is_supported_or_not_and_a_papers_result_reproduced_or_not():

@@ -19,6 +19,15 @@ last evaluation whose ``eval/train_seconds`` is at most A's final one. The verdi
 - ``worse`` (A behind B): the mirror of ``better``.
 
 ``MARGIN`` is each claim's own where its paper reports the effect (``Claim.margin``, with its source).
+
+Each verdict rests on a one-sided test of its own hypothesis (``one_sided_tests``): "reproduced" on the effect being
+above the claim's floor (0; minus the margin for ``not_worse``), "not reproduced" on its being below the ceiling (the
+margin; 0 for ``not_worse``). The raw verdicts read the 95% interval, which is each test at one-sided level 0.025.
+Holm's step-down procedure then runs over the family of every hypothesis the scoreboard tests (two per measured
+claim, ``holm``), at family-wise level ``ALPHA``; a claim's Holm verdict is the one whose hypothesis Holm rejects,
+else inconclusive. Beside each margin the scoreboard prints the smallest effect the seeds could detect with 80% power
+(``detectable_effect``), raw and at Holm's strictest level, and marks a row whose raw bound lies within
+``KNIFE_EDGE`` of its threshold.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,7 +51,10 @@ ARM_KEY = "evidence_arm"  # the override that names a run's arm
 BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at equal wall time
 MARGIN = 0.02  # the smallest effect the verdict cares about (2 points of accuracy)
 SIGNS = {"better": ">", "not_worse": ">=", "worse": "<"}  # how a claim's comparison reads
-ALPHA = 0.05  # the family-wise error rate of the Holm-adjusted verdicts (the raw intervals are 95%)
+ALPHA = 0.05  # the family-wise error rate of the Holm verdicts (the raw intervals are 95%: one-sided tests at 0.025)
+RAW_LEVEL = 0.025  # the one-sided level of each raw verdict (a bound of the two-sided 95% interval)
+POWER = 0.8  # the power at which the detectable effect is given
+KNIFE_EDGE = 0.001  # a raw bound this close to its threshold (0.1 points) is marked
 COLLAPSE_DROP = 0.10  # a run has collapsed at its first evaluation this far below its accuracy before training
 # two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (no scipy); beyond 30, df 30's (a bit wider)
 # fmt: off
@@ -120,34 +132,71 @@ def standard_error(interval: Interval) -> float:
     return (interval.high - interval.low) / 2 / t_quantile(interval.n - 1)
 
 
-def p_value(interval: Interval) -> float:
-    """Two-sided p-value of a zero mean difference (Student's t, n - 1 degrees of freedom); nan below two pairs."""
+@dataclass
+class Test:
+    """A one-sided test of the hypothesis one verdict rests on: the effect is above (``>``) or below (``<``)
+    ``threshold``; ``p`` raw, ``p_holm`` Holm-adjusted over the family (``holm``), ``rejected`` by Holm."""
+
+    verdict: Literal["reproduced", "not reproduced"]
+    direction: Literal[">", "<"]
+    threshold: float
+    p: float
+    p_holm: float = math.nan
+    rejected: bool = False
+
+
+def thresholds(kind: str, margin: float) -> tuple[float, float]:
+    """(floor, ceiling) of a claim, on the effect as the claim reads it (``worse``: B - A): reproduced above the
+    floor, not reproduced below the ceiling."""
+    return (-margin, 0.0) if kind == "not_worse" else (0.0, margin)
+
+
+def one_sided_tests(interval: Interval, kind: str, margin: float) -> list[Test]:
+    """The two hypotheses a claim's verdicts rest on, each tested one-sided (Student's t, n - 1 degrees of freedom)
+    on the paired differences; none below two pairs."""
+    if interval.n < 2:
+        return []
+    from scipy.stats import t
+
+    mean = -interval.mean if kind == "worse" else interval.mean  # the effect as the claim reads it
+    floor, ceiling = thresholds(kind, margin)
+    se, df = standard_error(interval), interval.n - 1
+
+    def p_above(threshold: float) -> float:  # H0: effect <= threshold
+        if se == 0:
+            return 0.0 if mean > threshold else 1.0
+        return float(t.sf((mean - threshold) / se, df))
+
+    def p_below(threshold: float) -> float:  # H0: effect >= threshold
+        if se == 0:
+            return 0.0 if mean < threshold else 1.0
+        return float(t.cdf((mean - threshold) / se, df))
+
+    return [Test("reproduced", ">", floor, p_above(floor)), Test("not reproduced", "<", ceiling, p_below(ceiling))]
+
+
+def holm(tests: Sequence[Test], alpha: float = ALPHA) -> None:
+    """Holm's step-down procedure over ``tests`` (the family), in place: ranked by raw p, the k-th of m is rejected
+    when it and every test before it have p <= alpha / (m - j + 1); its adjusted p is the running maximum of
+    min(1, (m - j + 1) p_j)."""
+    ranked = sorted(tests, key=lambda test: test.p)
+    running, rejecting = 0.0, True
+    for step, test in enumerate(ranked):
+        tests_left = len(ranked) - step
+        running = max(running, min(1.0, tests_left * test.p))
+        rejecting = rejecting and test.p <= alpha / tests_left
+        test.p_holm, test.rejected = running, rejecting
+
+
+def detectable_effect(interval: Interval, level: float, power: float = POWER) -> float:
+    """The smallest effect a one-sided paired t-test at ``level`` detects with ``power`` on these seeds:
+    (t_(1 - level) + t_power) x the standard error of the mean difference, n - 1 degrees of freedom."""
     if interval.n < 2:
         return math.nan
     from scipy.stats import t
 
-    se = standard_error(interval)
-    return 1.0 if se == 0 and interval.mean == 0 else float(2 * t.sf(abs(interval.mean) / se, interval.n - 1))
-
-
-def holm_adjust(rows: Sequence[Row]) -> None:
-    """Holm's step-down correction over the measured claims (at least two paired seeds), in place.
-
-    Ranked by raw p-value, the claim at step k (k = 1..m) is tested at ALPHA / (m - k + 1): its adjusted p-value is
-    max over steps j <= k of min(1, (m - j + 1) p_j), and its adjusted interval is the two-sided interval at level
-    1 - ALPHA / (m - k + 1) (our construction: intervals at each claim's Holm level, which the verdict rule then
-    reads as it reads the raw ones)."""
-    from scipy.stats import t
-
-    measured = sorted((r for r in rows if r.rollouts is not None and r.rollouts.n >= 2), key=lambda r: r.p)
-    running = 0.0
-    for step, row in enumerate(measured):
-        tests = len(measured) - step
-        running = max(running, min(1.0, tests * row.p))
-        interval = row.rollouts
-        half = float(t.ppf(1 - ALPHA / tests / 2, interval.n - 1)) * standard_error(interval)
-        row.p_holm = running
-        row.holm = Interval(interval.n, interval.mean, interval.mean - half, interval.mean + half)
+    df = interval.n - 1
+    return float((t.ppf(1 - level, df) + t.ppf(power, df)) * standard_error(interval))
 
 
 # --- reading the runs --------------------------------------------------------------------------------------------
@@ -230,9 +279,8 @@ class Row:
     time: Interval | None = None  # A - B at equal training time (B = grpo only)
     capped: int = 0  # seeds where GRPO's whole run trained less time than A (its last evaluation used)
     notes: str = ""
-    p: float = math.nan  # two-sided p-value of a zero difference at equal rollouts (t-test on the paired differences)
-    p_holm: float = math.nan  # Holm-adjusted across the scoreboard's measured claims
-    holm: Interval | None = None  # the interval at the level of the claim's Holm step (``holm_adjust``)
+    tests: list[Test] = field(default_factory=list)  # the verdicts' one-sided tests at equal rollouts
+    family: int = 0  # the hypotheses of the Holm family this row was judged in (``judge``)
 
     @property
     def verdict(self) -> str:
@@ -240,7 +288,29 @@ class Row:
 
     @property
     def holm_verdict(self) -> str:
-        return self._judged(self.holm)
+        """The verdict whose hypothesis Holm rejects ("reproduced" first), else inconclusive; "" when untested."""
+        if not self.tests:
+            return ""
+        rejected = [test.verdict for test in self.tests if test.rejected]
+        text = rejected[0] if rejected else "inconclusive"
+        return text.replace("reproduced", "supported") if self.claim.hypothesis else text
+
+    @property
+    def knife_edge(self) -> bool:
+        """A raw bound within ``KNIFE_EDGE`` of the threshold it is compared with."""
+        interval = self.rollouts
+        if interval is None or interval.n < 2:
+            return False
+        low, high = (-interval.high, -interval.low) if self.claim.kind == "worse" else (interval.low, interval.high)
+        floor, ceiling = thresholds(self.claim.kind, self.claim.margin)
+        return abs(low - floor) < KNIFE_EDGE or abs(high - ceiling) < KNIFE_EDGE
+
+    def detectable(self) -> tuple[float, float]:
+        """The effect detectable with 80% power: raw (one-sided 0.025) and at Holm's strictest level."""
+        if self.rollouts is None:
+            return math.nan, math.nan
+        strictest = ALPHA / self.family if self.family else math.nan
+        return detectable_effect(self.rollouts, RAW_LEVEL), detectable_effect(self.rollouts, strictest)
 
     @property
     def time_verdict(self) -> str:
@@ -292,8 +362,16 @@ def score(claim: Claim, arms: Arms) -> Row:
         paired_interval(timed) if claim.b == BASELINE else None,
         capped,
         "; ".join(notes),
-        p=p_value(rollouts),
+        tests=one_sided_tests(rollouts, claim.kind, claim.margin),
     )
+
+
+def judge(rows: Sequence[Row]) -> None:
+    """Holm over the family of every hypothesis the rows test (two per measured claim), in place."""
+    family = [test for row in rows for test in row.tests]
+    holm(family)
+    for row in rows:
+        row.family = len(family)
 
 
 def arm_rows(arms: Arms) -> list[dict[str, Any]]:
@@ -349,8 +427,15 @@ def csv_row(row: Row) -> dict[str, Any]:
         record |= {name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan}
         if interval is not None:
             record |= {name: interval.mean, f"{name}_low": interval.low, f"{name}_high": interval.high}
-    holm = row.holm or Interval(0, math.nan, math.nan, math.nan)
-    record |= {"p": row.p, "p_holm": row.p_holm, "diff_holm_low": holm.low, "diff_holm_high": holm.high}
+    for test in row.tests or [
+        Test("reproduced", ">", math.nan, math.nan),
+        Test("not reproduced", "<", math.nan, math.nan),
+    ]:
+        name = test.verdict.replace(" ", "_")
+        record |= {f"p_{name}": test.p, f"p_holm_{name}": test.p_holm, f"threshold_{name}": test.threshold}
+    raw, strictest = row.detectable()
+    record |= {"holm_family": row.family, "detectable_effect": raw, "detectable_effect_holm": strictest,
+               "knife_edge": row.knife_edge}  # fmt: skip
     record |= {"verdict": row.verdict, "verdict_holm": row.holm_verdict, "verdict_equal_time": row.time_verdict,
                "notes": row.notes}  # fmt: skip
     return record
@@ -364,10 +449,16 @@ def _interval_text(interval: Interval | None) -> str:
     return f"{signed(interval.mean)} [{signed(interval.low)}, {signed(interval.high)}]"
 
 
-def _holm_text(row: Row) -> str:
-    if row.holm is None:
+def _tests_text(row: Row) -> str:
+    """Each verdict's one-sided p, raw -> Holm-adjusted."""
+    if not row.tests:
         return "-"
-    return f"{_interval_text(row.holm)} ({row.p:.3f}, {row.p_holm:.3f})"
+    return "; ".join(f"{test.direction}{test.threshold:+.3f}: {test.p:.4f} -> {test.p_holm:.4f}" for test in row.tests)
+
+
+def _detectable_text(row: Row) -> str:
+    raw, strictest = row.detectable()
+    return "-" if math.isnan(raw) else f"{raw:.3f} / {strictest:.3f} (margin {row.claim.margin:.3f})"
 
 
 def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
@@ -407,12 +498,14 @@ def scoreboard_markdown(
     elsewhere: Sequence[Claim] = (),
 ) -> str:
     header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
-              "Holm-adjusted [CI] (p, p Holm)", "verdict (Holm)", "A - B, equal time [95% CI]", "verdict (time)",
-              "notes"]  # fmt: skip
+              "one-sided p, raw -> Holm (effect >floor; <ceiling)", "verdict (Holm)",
+              "detectable with 80% power: raw / Holm-strictest (margin)", "A - B, equal time [95% CI]",
+              "verdict (time)", "notes"]  # fmt: skip
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {SIGNS[r.claim.kind]} {r.claim.b}",
          r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
-         f"**{r.verdict}**", _holm_text(r), r.holm_verdict, _interval_text(r.time), r.time_verdict,
+         f"**{r.verdict}**" + (" (knife-edge)" if r.knife_edge else ""), _tests_text(r), r.holm_verdict,
+         _detectable_text(r), _interval_text(r.time), r.time_verdict,
          "; ".join(filter(None, [f"also differs: {r.claim.differences}" if r.claim.differences else "",
                                  r.notes])).replace("|", "/")]
         for r in rows
@@ -439,9 +532,14 @@ def scoreboard_markdown(
         "claim that A beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is below "
         "the margin (an effect that size is excluded), inconclusive otherwise; a claim that A does no worse (>=) is "
         "reproduced when the lower bound is above minus the margin, not reproduced when the upper bound is < 0; a "
-        "claim that A is behind B (<) is the mirror of 'beats'. Holm: "
-        f"the claims ranked by p-value, the k-th of m judged on its interval at level 1 - {ALPHA} / (m - k + 1), "
-        "so that the verdicts together keep a 5% family-wise error rate.\n\n"
+        "claim that A is behind B (<) is the mirror of 'beats'. Each verdict is a one-sided test of its own "
+        "hypothesis (the effect above the floor for 'reproduced', below the ceiling for 'not reproduced'; the raw "
+        "interval's bounds are these tests at one-sided level 0.025). Holm: the family is every hypothesis this "
+        f"scoreboard tests (two per measured claim); ranked by raw p, the k-th of m is rejected at {ALPHA} / "
+        "(m - k + 1), so that the Holm verdicts together keep a 5% family-wise error rate; a claim whose hypotheses "
+        "Holm rejects neither is inconclusive. Detectable: the smallest effect a one-sided test finds with 80% power "
+        "on these seeds, raw and at Holm's strictest level (0.05 / m); a row whose raw bound is within "
+        f"{KNIFE_EDGE * 100:.1f} points of its threshold is marked knife-edge.\n\n"
         f"{markdown_table(header, table)}\n\n{_elsewhere_text(elsewhere)}"
         f"## Arms\n\nFinal accuracy at each arm's own last step ({BASELINE}: "
         f"its longer run); wall time: training (final `{TIME}`) and the whole job (`wall_time_s`: loading and "
@@ -451,14 +549,10 @@ def scoreboard_markdown(
 
 # --- plots -------------------------------------------------------------------------------------------------------
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
-    """One line per claim: A - B at equal rollouts (circle, its Holm-adjusted interval shaded behind) and at equal
-    time (square), each with its 95% CI, and the claim's margin (dashed: a "better" claim is not reproduced below
-    it, a "not worse" one reproduced above it)."""
+    """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI, and
+    the claim's margin (dashed: a "better" claim is not reproduced below it, a "not worse" one reproduced above it)."""
     figure, ax = pyplot().subplots(figsize=(8, 0.45 * len(rows) + 1.4))
     for index, row in enumerate(rows):
-        if row.holm is not None:  # the Holm-adjusted interval, wider, behind the raw one
-            ax.plot([row.holm.low, row.holm.high], [index - 0.13] * 2, color="C0", lw=5, alpha=0.2,
-                    label="equal rollouts, Holm-adjusted" if index == 0 else None)  # fmt: skip
         shown = ((row.rollouts, -0.13, "o", "C0", "equal rollouts"), (row.time, 0.13, "s", "C1", "equal time"))
         for interval, offset, marker, color, label in shown:
             if interval is None or not interval.n:
@@ -519,7 +613,7 @@ def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim]
             f"{', '.join(sorted(arms.swept)) or 'none'})",
             "point it at the folder of a +sweep=evidence or +sweep=evidence_sparse launch",
         )
-    holm_adjust(rows)
+    judge(rows)
     arm_table = arm_rows(arms)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"
