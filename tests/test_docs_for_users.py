@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import os
 import re
 from pathlib import Path
@@ -371,14 +370,10 @@ def units(text: str) -> list[str]:
 
 @functools.cache
 def composed(overrides: tuple[str, ...]):
-    """The config the app composes for ``overrides`` (the compose helper is looked up where it lives now, then where
-    it lived before: the test does not depend on the module's place)."""
-    for module in ("socratic_exp.core.config", "socratic_exp.hydra_support"):
-        try:
-            return importlib.import_module(module).compose(*overrides)
-        except (ImportError, AttributeError):
-            continue
-    raise ImportError("no compose(): neither socratic_exp.core.config nor socratic_exp.hydra_support")
+    """The config the app composes for ``overrides``."""
+    from socratic_exp.core.config import compose
+
+    return compose(*overrides)
 
 
 def value(overrides: tuple[str, ...], key: str) -> Any:

@@ -55,8 +55,8 @@ class ProgressDisplayCallback(TrainerCallback):
 
 
 class PhaseProgressCallback(TrainerCallback):
-    """A short TRL phase's optimizer steps (``trl_phases``) as the console's other long work (``WorkProgress``, main
-    process only): a line when it starts, every tenth, when it ends."""
+    """A short TRL phase's optimizer steps (Socratic-RL's ``phases``) as the console's other long work
+    (``WorkProgress``, main process only): a line when it starts, every tenth, when it ends."""
 
     def __init__(self, name: str):
         self.name = name

@@ -66,7 +66,7 @@ class TRLDistiller(Distiller):
                 state="moments",
                 phase="during a distillation",
                 key="distill_moments",
-                evidence="trl_phases.run_phase (a TRL trainer of its own)",
+                evidence="phases.run_phase (a TRL trainer of its own)",
             )
         ]
 

@@ -46,7 +46,7 @@ class DPODistiller(TRLDistiller):
             of=ADAPTER if components.model.lora.enabled else STUDENT,
             phase="during a distillation",
             key="distill_reference",
-            evidence="trl_phases.dpo_phase",
+            evidence="phases.dpo_phase",
         )
         return [*super().model_copies(components), reference]
 

@@ -17,7 +17,7 @@ class SweepStatus(Callback):
     objective; exit 1 if any job failed."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """A paper sweep over a setup it makes no sense on is refused before any job starts (``sweep_grid``); any
+        """A paper sweep over a setup it makes no sense on is refused before any job starts (``multirun.grid``); any
         launcher's log lines (Hydra's own print each job's overrides) lose the secrets of the command line."""
         from socratic_exp.core.errors import UserError
         from socratic_exp.core.secrets import redact_logs, secret_values

@@ -120,7 +120,7 @@ class LLMTeacher(TrainableReflective):
         when the algorithm decouples it (``decouple_from_student``, made before the trainer moves the student, so in
         CPU memory); a separate model loaded without a device map (CPU memory, generating there) or by vLLM (GPU).
         Meta-updates (DPO phases) move the teacher to the GPU and, while they run, add its gradients, AdamW moments
-        and a frozen DPO reference (``trl_phases.dpo_phase``)."""
+        and a frozen DPO reference (``phases.dpo_phase``)."""
         from socratic_exp.models.memory import HUB, SHARED, STUDENT, ModelCopy
 
         algorithm = components.algorithm
@@ -161,7 +161,7 @@ class LLMTeacher(TrainableReflective):
                     dtype=dtype,
                     phase=phase,
                     key="teacher_reference",
-                    evidence="trl_phases.dpo_phase (frozen_copy)",
+                    evidence="phases.dpo_phase (frozen_copy)",
                 ),
             ]
         return copies

@@ -7,7 +7,7 @@ process or split over two. Each process writes ``<out>/rank<i>.pt`` with:
 - ``probe``: U(v) of the viewpoints in V on the probe items (Section 3.3): the probe's metrics and the measurements.
 - ``kl``, ``dpo``, ``sft``: one optimizer step of 4 examples (``distiller.batch_size``, in all) of each distiller on
   the same 8 inputs and viewpoint, from the same weights: the student's weight change and the phase's metrics. The
-  phases train with SGD at learning rate 1 and no clipping (the worker patches ``trl_phases.phase_args``), so the
+  phases train with SGD at learning rate 1 and no clipping (the worker patches ``phases.phase_args``), so the
   change is minus the step's gradient: Adam's first step moves each weight by about its learning rate whatever the
   gradient's scale and would hide a wrong normalisation. SDFT samples its responses inside its trainer, each
   process its share of the batch with its own random stream; it draws greedily here (``top_k=1``), so that two
