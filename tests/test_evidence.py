@@ -281,7 +281,8 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     assert "`entropy_top>random`" in board.markdown.split("Not in this sweep")[1].split("## Arms")[0]
 
     assert [f.name for f in board.files] == [
-        "scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv", "scoreboard.png", "evidence_curves.png"]  # fmt: skip
+        "scoreboard.md", "scoreboard.csv", "evaluations.jsonl.gz", "scoreboard_arms.csv", "scoreboard.png",
+        "evidence_curves.png"]  # fmt: skip
     assert all(f.is_file() and f.stat().st_size > 0 for f in board.files)
     table = {r["claim"]: r for r in csv.DictReader((out / "scoreboard.csv").open())}
     assert set(table) == set(rows) and table["socraticpo>grpo"]["verdict"] == "reproduced"
@@ -455,3 +456,35 @@ def test_a_claims_margin_is_the_effect_its_not_reproduced_excludes():
     sources = {claim.id: claim for claim in claims()}
     assert sources["socraticpo>without_rd"].margin == 0.0567 and sources["socraticpo>reinforce_pp"].margin == 0.0236
     assert all(claim.margin_source for claim in claims())
+
+
+def test_the_scoreboard_rebuilds_from_its_evaluations_file_to_the_digit(sweep, tmp_path, capsys):
+    import gzip
+
+    first = tmp_path / "first"
+    board = write_scoreboard(find_runs([sweep]), first)
+    packed = first / "evaluations.jsonl.gz"
+    assert packed in board.files
+    with gzip.open(packed, "rt") as handle:
+        lines = [json.loads(text) for text in handle]
+    assert len(lines) == 28  # every job with an arm and a seed, the failed and the running ones too
+    grpo = next(line for line in lines if line["arm"] == "grpo" and line["seed"] == 0)
+    assert grpo["evaluations"][:2] == [[0, 0.30, 0.0], [20, 0.32, 20.0]] and len(grpo["evaluations"]) == 16
+    assert grpo["final"] == {"eval/greedy_acc": 0.6, "eval/train_seconds": 300.0} and grpo["steps"] == 300
+    assert grpo["config_hash"] == "58437cc8e863"  # sha256 of {"objective": "eval/greedy_acc", "seed": 0}, sorted
+    assert {line["status"] for line in lines if line["arm"] == "goldilocks"} == {"failed", "running"}
+
+    second = tmp_path / "second"
+    assert report.main([str(packed), "--scoreboard", "--out", str(second)]) == 0
+    for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv"):
+        assert (second / name).read_text() == (first / name).read_text(), name
+    assert not (second / "evaluations.jsonl.gz").exists()  # rebuilt from the file, not rewritten
+    write_scoreboard(find_runs([sweep]), tmp_path / "third")
+    assert (tmp_path / "third" / "evaluations.jsonl.gz").read_bytes() == packed.read_bytes()  # the same bytes
+
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(packed.read_bytes()[:40])
+    capsys.readouterr()
+    assert report.main([str(damaged), "--scoreboard"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {damaged}: not a readable evaluations file") and error.count("\n") == 1

@@ -1,9 +1,10 @@
 """The evidence scoreboard: every paper's claim measured side by side at equal rollouts (``sweeps/evidence.yaml``).
 
 ``python -m socratic_exp.report <sweep folder> --scoreboard`` reads the sweep's run folders (one ``+evidence_arm``
-per run) and writes ``scoreboard.md``, ``scoreboard.csv``, ``scoreboard_arms.csv``, ``scoreboard.png`` (a forest
-plot of the paired differences) and ``evidence_curves.png`` (held-out accuracy against the step and against the
-training time, mean over seeds per arm).
+per run) and writes ``scoreboard.md``, ``scoreboard.csv``, ``evaluations.jsonl.gz`` (every run's evaluations: the
+scoreboard rebuilds from it alone, ``socratic_exp.study.evaluations``), ``scoreboard_arms.csv``, ``scoreboard.png``
+(a forest plot of the paired differences) and ``evidence_curves.png`` (held-out accuracy against the step and
+against the training time, mean over seeds per arm).
 
 Each claim (a method's ``CLAIMS``, in its folder's ``evidence.py``; the evidence page's table is generated from
 them) says arm A beats arm B (``better``) or does no worse (``not_worse``). Its number is the mean over seeds of A's
@@ -42,6 +43,7 @@ from typing import Any, Literal
 
 from socratic_exp.core.errors import UserError
 from socratic_exp.study.curves import mean_line, pyplot, save
+from socratic_exp.study.evaluations import EVALUATIONS_FILE, RecordedRun, run_line, write_evaluations
 from socratic_exp.study.runs import Run
 from socratic_exp.study.tables import markdown_table, number, signed, write_csv
 
@@ -468,18 +470,35 @@ def claims_markdown(shown: Sequence[Claim] | None = None) -> str:
     return markdown_table(["claim", "source", "statement", "arms"], rows)
 
 
-def sweep_commands(runs: Sequence[Run]) -> list[str]:
-    """The command of each sweep the runs come from, from its ``multirun.yaml`` (the launch's overrides)."""
+def sweep_command(folder: Path) -> str | None:
+    """The command of the sweep in ``folder``, from its ``multirun.yaml`` (the launch's overrides)."""
     import yaml
 
-    commands = []
-    for folder in sorted({run.path.parent for run in runs}):
-        launch = folder / "multirun.yaml"
-        if launch.is_file():  # read as written: its interpolations (${seed}) are the command's
-            overrides = ((yaml.safe_load(launch.read_text()) or {}).get("hydra") or {}).get("overrides", {})
-            overrides = overrides.get("task") or []
-            commands.append("python -m socratic_exp " + " ".join(f"'{o}'" if "$" in o else o for o in overrides))
-    return commands
+    launch = folder / "multirun.yaml"
+    if not launch.is_file():
+        return None
+    # read as written: its interpolations (${seed}) are the command's
+    overrides = ((yaml.safe_load(launch.read_text()) or {}).get("hydra") or {}).get("overrides", {})
+    overrides = overrides.get("task") or []
+    return "python -m socratic_exp " + " ".join(f"'{o}'" if "$" in o else o for o in overrides)
+
+
+def sweep_commands(runs: Sequence[Run]) -> dict[Path, str | None]:
+    """The command of each sweep the runs come from (a run read back from an evaluations file keeps its own)."""
+    return {
+        folder: next((r.command for r in runs if isinstance(r, RecordedRun) and r.path.parent == folder), None)
+        or sweep_command(folder)
+        for folder in sorted({run.path.parent for run in runs})
+    }
+
+
+def evaluation_lines(runs: Sequence[Run], commands: dict[Path, str | None]) -> list[dict[str, Any]]:
+    """Each run of an arm, as one line of the sweep's evaluations file."""
+    return [
+        run_line(run, run.overrides[ARM_KEY], seed, METRIC, TIME, commands[run.path.parent])
+        for run in runs
+        if ARM_KEY in run.overrides and (seed := seed_of(run)) is not None
+    ]
 
 
 def _elsewhere_text(claims_left_out: Sequence[Claim]) -> str:
@@ -618,9 +637,12 @@ def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim]
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"
     commits = sorted({str(run.summary["git_commit"]) for run in runs if run.summary.get("git_commit")})
-    markdown = scoreboard_markdown(rows, arm_table, source, commits, sweep_commands(runs), elsewhere)
+    commands = sweep_commands(runs)
+    markdown = scoreboard_markdown(rows, arm_table, source, commits, [c for c in commands.values() if c], elsewhere)
     write_csv(out_dir / "scoreboard.csv", [csv_row(row) for row in rows])
     files = [out_dir / "scoreboard.md", out_dir / "scoreboard.csv"]
+    if not any(isinstance(run, RecordedRun) for run in runs):  # every run's evaluations, to rebuild this from
+        files.append(write_evaluations(evaluation_lines(runs, commands), out_dir / EVALUATIONS_FILE))
     if arm_table:
         write_csv(out_dir / "scoreboard_arms.csv", arm_table)
         files.append(out_dir / "scoreboard_arms.csv")

@@ -475,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"error: not found: {' '.join(missing)}", file=sys.stderr)
         return 2
+    if args.scoreboard and all(path.is_file() for path in args.paths):  # a sweep's evaluations file(s)
+        return _scoreboard_from_files(args.paths, args.out, started)
     runs = find_runs(args.paths)
     for run in runs:
         if run.summary.get("status") == DAMAGED:  # reported, counted as not completed; the others go on
@@ -483,16 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
         return 2
     if args.scoreboard:
-        from socratic_exp.study.evidence import write_scoreboard
-
-        try:
-            board = write_scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")))
-        except UserError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        print(board.markdown)
-        print(f"\nwritten: {', '.join(str(f) for f in board.files)} ({time.perf_counter() - started:.1f} s)")
-        return 0
+        return _scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")), started)
     if len(args.paths) == 1 and (args.paths[0] / "summary.json").is_file() and not args.wandb:
         files = write_run_report(runs[0], args.out)
         print(f"{runs[0].path}: {runs[0].status}\n\n{before_after_table(runs[0].summary)}")
@@ -515,6 +508,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(publish_wandb(runs, wandb_report(runs, report, entity, project, curves, args.title)))
     return 0
+
+
+def _scoreboard(runs: list[Run], out: Path, started: float) -> int:
+    from socratic_exp.study.evidence import write_scoreboard
+
+    try:
+        board = write_scoreboard(runs, out)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(board.markdown)
+    print(f"\nwritten: {', '.join(str(f) for f in board.files)} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float) -> int:
+    """The scoreboard rebuilt from evaluations files alone (``socratic_exp.study.evaluations``), written beside the
+    first one unless ``--out`` says where."""
+    from socratic_exp.study.evaluations import read_evaluations
+    from socratic_exp.study.evidence import ARM_KEY, METRIC, TIME
+
+    try:
+        runs: list[Run] = [run for path in paths for run in read_evaluations(path, ARM_KEY, METRIC, TIME)]
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return _scoreboard(runs, out or paths[0].parent, started)
 
 
 if __name__ == "__main__":
