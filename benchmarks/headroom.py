@@ -1,0 +1,76 @@
+"""The headroom premise on GRPO runs (benchmarks/results/headroom_selection/PREREGISTRATION.md): per run, held-out
+greedy accuracy at steps 0, 60 and 240, and whether the premise holds; per candidate (the learning rate), whether it
+holds on every seed.
+
+    python benchmarks/headroom.py <sweep folder> [<sweep folder> ...] [--json <file>]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from socratic_exp.study.evidence import METRIC, at_step, seed_of
+from socratic_exp.study.runs import find_runs
+
+MID, END = 60, 240  # the other arms' budget and GRPO's
+MAX_AT_MID = 0.80  # not at its plateau at step 60
+MIN_GAIN_AFTER_MID = 0.05  # still learning: step 240 at least this far above step 60
+MIN_GAIN_BEFORE_MID = 0.03  # learning has begun: step 60 at least this far above step 0
+
+
+def accuracy(run, step: int) -> float | None:
+    found = at_step(run, step)
+    return found[METRIC] if found is not None and found["step"] == step else None
+
+
+def premise(start: float, mid: float, end: float) -> dict[str, bool]:
+    return {
+        "mid_at_most_0.80": mid <= MAX_AT_MID,
+        "end_5_points_above_mid": end - mid >= MIN_GAIN_AFTER_MID - 1e-12,
+        "mid_3_points_above_start": mid - start >= MIN_GAIN_BEFORE_MID - 1e-12,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", type=Path, nargs="+")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    by_candidate: dict[str, list[dict]] = defaultdict(list)
+    for run in find_runs(args.folders):
+        if run.status != "completed":
+            print(f"warning: {run.path}: {run.status}", file=sys.stderr)
+            continue
+        config = run.summary.get("config") or {}
+        learning_rate = (config.get("algorithm") or {}).get("learning_rate")
+        points = [accuracy(run, step) for step in (0, MID, END)]
+        row = {
+            "seed": seed_of(run),
+            "run": str(run.path),
+            "accuracy": dict(zip(("0", str(MID), str(END)), points, strict=True)),
+        }
+        if None not in points:
+            row["premise"] = premise(*points)
+            row["holds"] = all(row["premise"].values())
+        by_candidate[f"lr={learning_rate}"].append(row)
+    result = {
+        candidate: {"seeds": sorted(r["seed"] for r in rows), "holds_on_every_seed": all(r.get("holds") for r in rows),
+                    "runs": sorted(rows, key=lambda r: r["seed"])}
+        for candidate, rows in sorted(by_candidate.items())
+    }  # fmt: skip
+    for candidate, found in result.items():
+        print(f"{candidate}: premise on every seed: {found['holds_on_every_seed']}")
+        for row in found["runs"]:
+            shown = ", ".join(f"{step}: {value:.3f}" for step, value in row["accuracy"].items() if value is not None)
+            print(f"  seed {row['seed']}: {shown}; holds: {row.get('holds')}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
