@@ -22,11 +22,25 @@ ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
 
 
 # --- the arms and the sweep ------------------------------------------------------------------------------------
+# arms made for the headroom regime, whose sweep file comes with its pre-registration: in no sweep file before it
+HEADROOM_ARMS = {"vpd_trust_region"}
+
+
 def test_the_claims_name_the_arms_that_exist():
     named = {arm for claim in claims() for arm in (claim.a, claim.b)}
-    assert named == set(ARMS) and len(ARMS) == 17
+    assert named == set(ARMS) and len(ARMS) == 18
     sweep = (ROOT / "sweeps" / "evidence.yaml").read_text()
-    assert all(arm in sweep for arm in ARMS)
+    assert [arm for arm in ARMS if arm not in sweep] == sorted(HEADROOM_ARMS)
+
+
+def test_the_regularised_vpd_arm_and_the_distillation_schedule_a_sweep_sets():
+    vpd = build_components(compose("+sweep=evidence", "+evidence_arm=vpd_trust_region")).algorithm
+    assert (vpd.teacher_regularization, vpd.reference_prior) == ("trust_region", "dynamic")
+    default = build_components(compose("+sweep=evidence", "+evidence_arm=socratic_rl_dpo")).algorithm
+    scheduled = build_components(
+        compose("+sweep=evidence", "+evidence_arm=socratic_rl_kl", "+evidence.distill_every=20")
+    )
+    assert (default.distill_every, scheduled.algorithm.distill_every) == (50, 20)  # three distillations in 60 steps
 
 
 @pytest.mark.parametrize("arm", ARMS)
