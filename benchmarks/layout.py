@@ -30,7 +30,6 @@ ROOT_MODULE_ROOMS = {
     "report": "study", "trl_phases": "groups",
 }  # fmt: skip
 ENTRY_POINTS = {"__init__", "__main__", "run"}
-ROOMS_EXIST = True  # in a layout with rooms, every root module is an entry point
 
 
 def sources(commit: str | None) -> dict[str, str]:
@@ -65,14 +64,15 @@ def running_imports(source: str, modules: set[str]) -> set[str]:
     return {m for m in found if m in modules}
 
 
-def room(module: str) -> str | None:
+def room(module: str, rooms_exist: bool) -> str | None:
+    """A module's room; None for an entry point (with rooms, every root module is one)."""
     parts = module.split(".")
     if len(parts) == 1 or parts[-1] == "__main__":
         return None
     if len(parts) == 2 and parts[1] in {*ROOMS, *CONFIG_GROUPS}:  # a room's or a group's package
         return "groups" if parts[1] in CONFIG_GROUPS else parts[1]
     if len(parts) == 2:  # a module at the root: an entry point, or one that has moved into a room since
-        return None if parts[1] in ENTRY_POINTS or ROOMS_EXIST else ROOT_MODULE_ROOMS[parts[1]]
+        return None if parts[1] in ENTRY_POINTS or rooms_exist else ROOT_MODULE_ROOMS[parts[1]]
     if parts[-1] in STUDY_MODULES_OF_A_METHOD and parts[1] in ("algorithms", "samplers"):
         return "study"
     return "groups" if parts[1] in CONFIG_GROUPS else parts[1]
@@ -94,19 +94,19 @@ def functions(source: str) -> list[tuple[str, int, int]]:
 
 
 def measure(commit: str | None) -> dict:
-    global ROOMS_EXIST
     files = sources(commit)
-    ROOMS_EXIST = any(f.startswith("socratic_exp/core/") for f in files)
+    rooms_exist = any(f.startswith("socratic_exp/core/") for f in files)
     code = {name(Path(f)): source for f, source in files.items()}
     modules = set(code)
     root = sorted(Path(f).stem for f in files if Path(f).parent == Path("socratic_exp"))
     graph = {m: running_imports(s, modules) for m, s in code.items()}
+    rooms = {m: room(m, rooms_exist) for m in modules}
     upward = sorted(
         f"{m} -> {i}"
         for m, imported in graph.items()
-        if room(m) is not None
+        if rooms[m] is not None
         for i in imported
-        if room(i) not in {room(m), *ROOMS[room(m)]} and i != "socratic_exp"
+        if rooms[i] not in {rooms[m], *ROOMS[rooms[m]]} and i != "socratic_exp"
     )
     run_module = "socratic_exp.run"
     run_functions = sorted(functions(code[run_module]), key=lambda f: -f[1])

@@ -403,9 +403,9 @@ def test_each_verdict_is_a_one_sided_test_of_its_own_hypothesis_and_holm_runs_ov
 
 
 def test_holm_rejects_in_order_until_the_first_test_it_cannot():
-    from socratic_exp.study.evidence import Test, holm
+    from socratic_exp.study.evidence import OneSidedTest, holm
 
-    tests = [Test("reproduced", ">", 0.0, p) for p in (0.01, 0.04, 0.03, 0.005)]
+    tests = [OneSidedTest("reproduced", ">", 0.0, p) for p in (0.01, 0.04, 0.03, 0.005)]
     holm(tests)  # ranked 0.005 (<= 0.0125), 0.01 (<= 0.01667), 0.03 (> 0.025: stop), 0.04
     assert [test.rejected for test in tests] == [True, False, False, True]
     assert [test.p_holm for test in tests] == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06),

@@ -1,4 +1,5 @@
-"""Hydra glue: where the configs and sweeps live, the run-folder resolver behind ``resume``, the sweep status table."""
+"""Hydra glue: where the configs and sweeps live, ``compose()``, the resolvers behind the run and sweep folders
+(``resume``) and ``--help``, and Hydra's own errors in one line."""
 
 from __future__ import annotations
 
@@ -166,9 +167,12 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("sx_output_subdir"):
         OmegaConf.register_new_resolver("sx_output_subdir", _output_subdir)
     if not OmegaConf.has_resolver("sx_config_help"):
-        from socratic_exp.core.config_help import groups_help, help_resolver
+        from socratic_exp.core.config_help import help_resolver
 
         OmegaConf.register_new_resolver("sx_config_help", help_resolver)  # --help: every key with its help text
+    if not OmegaConf.has_resolver("sx_config_groups"):
+        from socratic_exp.core.config_help import groups_help
+
         # --help: the groups, the sweeps' arm groups apart ($ doubled for Hydra's string.Template)
         OmegaConf.register_new_resolver(
             "sx_config_groups", lambda: groups_help(config_dir(), sweeps_dir()).replace("$", "$$")

@@ -135,7 +135,7 @@ def standard_error(interval: Interval) -> float:
 
 
 @dataclass
-class Test:
+class OneSidedTest:
     """A one-sided test of the hypothesis one verdict rests on: the effect is above (``>``) or below (``<``)
     ``threshold``; ``p`` raw, ``p_holm`` Holm-adjusted over the family (``holm``), ``rejected`` by Holm."""
 
@@ -153,7 +153,7 @@ def thresholds(kind: str, margin: float) -> tuple[float, float]:
     return (-margin, 0.0) if kind == "not_worse" else (0.0, margin)
 
 
-def one_sided_tests(interval: Interval, kind: str, margin: float) -> list[Test]:
+def one_sided_tests(interval: Interval, kind: str, margin: float) -> list[OneSidedTest]:
     """The two hypotheses a claim's verdicts rest on, each tested one-sided (Student's t, n - 1 degrees of freedom)
     on the paired differences; none below two pairs."""
     if interval.n < 2:
@@ -174,10 +174,13 @@ def one_sided_tests(interval: Interval, kind: str, margin: float) -> list[Test]:
             return 0.0 if mean < threshold else 1.0
         return float(t.cdf((mean - threshold) / se, df))
 
-    return [Test("reproduced", ">", floor, p_above(floor)), Test("not reproduced", "<", ceiling, p_below(ceiling))]
+    return [
+        OneSidedTest("reproduced", ">", floor, p_above(floor)),
+        OneSidedTest("not reproduced", "<", ceiling, p_below(ceiling)),
+    ]
 
 
-def holm(tests: Sequence[Test], alpha: float = ALPHA) -> None:
+def holm(tests: Sequence[OneSidedTest], alpha: float = ALPHA) -> None:
     """Holm's step-down procedure over ``tests`` (the family), in place: ranked by raw p, the k-th of m is rejected
     when it and every test before it have p <= alpha / (m - j + 1); its adjusted p is the running maximum of
     min(1, (m - j + 1) p_j)."""
@@ -281,7 +284,7 @@ class Row:
     time: Interval | None = None  # A - B at equal training time (B = grpo only)
     capped: int = 0  # seeds where GRPO's whole run trained less time than A (its last evaluation used)
     notes: str = ""
-    tests: list[Test] = field(default_factory=list)  # the verdicts' one-sided tests at equal rollouts
+    tests: list[OneSidedTest] = field(default_factory=list)  # the verdicts' one-sided tests at equal rollouts
     family: int = 0  # the hypotheses of the Holm family this row was judged in (``judge``)
 
     @property
@@ -430,8 +433,8 @@ def csv_row(row: Row) -> dict[str, Any]:
         if interval is not None:
             record |= {name: interval.mean, f"{name}_low": interval.low, f"{name}_high": interval.high}
     for test in row.tests or [
-        Test("reproduced", ">", math.nan, math.nan),
-        Test("not reproduced", "<", math.nan, math.nan),
+        OneSidedTest("reproduced", ">", math.nan, math.nan),
+        OneSidedTest("not reproduced", "<", math.nan, math.nan),
     ]:
         name = test.verdict.replace(" ", "_")
         record |= {f"p_{name}": test.p, f"p_holm_{name}": test.p_holm, f"threshold_{name}": test.threshold}
@@ -485,11 +488,8 @@ def sweep_command(folder: Path) -> str | None:
 
 def sweep_commands(runs: Sequence[Run]) -> dict[Path, str | None]:
     """The command of each sweep the runs come from (a run read back from an evaluations file keeps its own)."""
-    return {
-        folder: next((r.command for r in runs if isinstance(r, RecordedRun) and r.path.parent == folder), None)
-        or sweep_command(folder)
-        for folder in sorted({run.path.parent for run in runs})
-    }
+    recorded = {run.path.parent: run.command for run in runs if isinstance(run, RecordedRun)}
+    return {folder: recorded.get(folder) or sweep_command(folder) for folder in sorted({r.path.parent for r in runs})}
 
 
 def evaluation_lines(runs: Sequence[Run], commands: dict[Path, str | None]) -> list[dict[str, Any]]:
