@@ -10,10 +10,10 @@
 #       GPU_SMOKE_ARCHIVE=$OUT/smoke.tar.gz bash benchmarks/gpu_smoke.sh /tmp/gpu_smoke", carry=[".whl"], timeout_s=600)
 #   run(command="GPU_SMOKE_STEPS=qwen3_real GPU_SMOKE_ARCHIVE=$OUT/real.tar.gz bash benchmarks/gpu_smoke.sh \
 #       /tmp/gpu_smoke", carry=[".whl"], timeout_s=600)
-# Measured on an H100 80GB (benchmarks/results/gpu_smoke/h100/): the seven debug-sized steps 29-55 s each, 286 s
-# together; qwen3_real: the 0.6B model built in 23 s, GRPO's 3 steps with evaluations and checkpoint in 97 s, and
-# SocraticPO 39 s to its first evaluation and 70 s for its first step, so qwen3_real needs about 6-7 minutes: all
-# steps in one call (the default) run out of the 560 s budget and cut qwen3_real short.
+# Measured on an H100 80GB (benchmarks/results/gpu_smoke/h100/): the seven debug-sized steps 35-65 s each, 342 s
+# together with the install; qwen3_real 361 s (the 0.6B model built in ~25 s, GRPO's 3 steps with evaluations and
+# checkpoint in 90 s, SocraticPO's in 228 s), 375 s with the install. All steps in one call run out of the 560 s
+# budget and cut qwen3_real short; the two calls above fit.
 # On a CPU machine, the same steps without bf16 (ZeRO-2/3 SKIPped unless deepspeed is installed):
 #   GPU_SMOKE_DEVICE=cpu GPU_SMOKE_WHEELS=none bash benchmarks/gpu_smoke.sh /tmp/gpu_smoke
 #
