@@ -1,6 +1,6 @@
 """The headroom premise on GRPO runs (benchmarks/results/headroom_selection/PREREGISTRATION.md): per run, held-out
-greedy accuracy at steps 0, 60 and 240, and whether the premise holds; per candidate (the learning rate), whether it
-holds on every seed.
+greedy accuracy at steps 0, 60 and 240, and whether the premise holds; per candidate (the learning rate, and the
+warm-start's length where the runs differ in it: AMENDMENT_1.md), whether it holds on every seed.
 
     python benchmarks/headroom.py <sweep folder> [<sweep folder> ...] [--json <file>]
 """
@@ -47,6 +47,7 @@ def main() -> int:
             continue
         config = run.summary.get("config") or {}
         learning_rate = (config.get("algorithm") or {}).get("learning_rate")
+        warmstart_steps = (config.get("model") or {}).get("warmstart_steps")
         points = [accuracy(run, step) for step in (0, MID, END)]
         row = {
             "seed": seed_of(run),
@@ -56,11 +57,16 @@ def main() -> int:
         if None not in points:
             row["premise"] = premise(*points)
             row["holds"] = all(row["premise"].values())
-        by_candidate[f"lr={learning_rate}"].append(row)
+        by_candidate[(warmstart_steps, learning_rate)].append(row)
+    several_lengths = len({warmstart_steps for warmstart_steps, _ in by_candidate}) > 1
+    named = {
+        (f"warmstart_steps={steps}, " if several_lengths else "") + f"lr={rate}": rows
+        for (steps, rate), rows in by_candidate.items()
+    }
     result = {
         candidate: {"seeds": sorted(r["seed"] for r in rows), "holds_on_every_seed": all(r.get("holds") for r in rows),
                     "runs": sorted(rows, key=lambda r: r["seed"])}
-        for candidate, rows in sorted(by_candidate.items())
+        for candidate, rows in sorted(named.items())
     }  # fmt: skip
     for candidate, found in result.items():
         print(f"{candidate}: premise on every seed: {found['holds_on_every_seed']}")
