@@ -1,7 +1,8 @@
 """The package's layout as numbers, for a checkout at any commit: root modules, the largest functions (lines and
-cyclomatic complexity), import circles (lazy imports included, ``if TYPE_CHECKING:`` ones not) and the imports that
-run against the rooms of ``tests/test_layout.py`` (a module's room read from where it lives now, or, for a commit
-before the rooms, from where its code moved).
+cyclomatic complexity: the run's, in ``run.py`` and its stage modules, and the package's), import circles (lazy
+imports included, ``if TYPE_CHECKING:`` ones not) and the imports that run against the rooms of
+``tests/test_layout.py`` (a module's room read from where it lives now, or, for a commit before the rooms, from where
+its code moved).
 
     python benchmarks/layout.py                  # this checkout
     python benchmarks/layout.py --at <commit>    # another commit (read with git show, nothing checked out)
@@ -108,8 +109,11 @@ def measure(commit: str | None) -> dict:
         for i in imported
         if rooms[i] not in {rooms[m], *ROOMS[rooms[m]]} and i != "socratic_exp"
     )
-    run_module = "socratic_exp.run"
-    run_functions = sorted(functions(code[run_module]), key=lambda f: -f[1])
+    run_modules = [m for m in code if m == "socratic_exp.run" or m.startswith("socratic_exp.runtime.stages.")]
+    run_functions = sorted(
+        ((f"{m.rsplit('.', 1)[1]}.{n}", lines, cx) for m in run_modules for n, lines, cx in functions(code[m])),
+        key=lambda f: -f[1],
+    )
     largest = sorted(
         ((f"{m}.{n}", lines, cx) for m, s in code.items() for n, lines, cx in functions(s)), key=lambda f: -f[1]
     )
@@ -117,7 +121,7 @@ def measure(commit: str | None) -> dict:
         "commit": commit or "working tree",
         "root_modules": root,
         "root_module_count": len(root),
-        "run_py_largest_function": {
+        "run_largest_function": {
             "name": run_functions[0][0],
             "lines": run_functions[0][1],
             "complexity": run_functions[0][2],
@@ -136,8 +140,8 @@ def main() -> int:
     figures = measure(args.at)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
-    print(f"{figures['commit']}: {figures['root_module_count']} root modules; run.py's largest function "
-          f"{figures['run_py_largest_function']}; {len(figures['import_circles'])} import circles; "
+    print(f"{figures['commit']}: {figures['root_module_count']} root modules; the run's largest function "
+          f"{figures['run_largest_function']}; {len(figures['import_circles'])} import circles; "
           f"{len(figures['imports_against_the_rooms'])} imports against the rooms")  # fmt: skip
     print("\n".join("  circle: " + " -> ".join(circle) for circle in figures["import_circles"]))
     return 0

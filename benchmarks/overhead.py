@@ -15,7 +15,7 @@ from transformers import TrainerCallback
 
 from socratic_exp.core.config import compose
 from socratic_exp.core.console import ProgressDisplay
-from socratic_exp.core.run_folder import MetricsFile, MetricsSink
+from socratic_exp.core.metrics import MetricsFile, MetricsSink
 from socratic_exp.loggers.base import Logger
 from socratic_exp.runtime.assembly import Workbench, build_components, build_trainer, workbench
 from socratic_exp.runtime.callbacks import RunCallbacks

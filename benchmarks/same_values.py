@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from socratic_exp.core.run_folder import MetricsFile
+from socratic_exp.core.metrics import MetricsFile
 
 COMBINATIONS = {
     "grpo": ["algorithm=grpo"],

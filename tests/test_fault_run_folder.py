@@ -24,7 +24,7 @@ from socratic_exp.core.run_folder import (
     read_summary,
     release_run_folder,
 )
-from socratic_exp.runtime.compose import experiment_differences
+from socratic_exp.runtime.stages.compose import experiment_differences
 
 pytestmark = pytest.mark.fault
 RUN_DIR_ENV = "SOCRATIC_EXP_RUN_DIR"

@@ -48,6 +48,39 @@ def test_nothing_below_run_imports_run():
     assert offenders == []
 
 
+STAGES = {  # the run's stages in order: the module of runtime/stages/ and its one function
+    "compose": "compose_and_validate",
+    "build": "build",
+    "evaluate_before": "evaluate_before",
+    "train": "train",
+    "evaluate_after": "evaluate_after_and_write",
+}
+
+
+def test_the_run_calls_its_five_stages_in_order_each_from_its_own_module():
+    tree = ast.parse((PACKAGE / "run.py").read_text())
+    source_of = {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    calls = [
+        node.func.id
+        for function in tree.body
+        if isinstance(function, ast.FunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in STAGES.values()
+    ]
+    assert calls == list(STAGES.values())
+    assert [source_of[name] for name in calls] == [f"socratic_exp.runtime.stages.{module}" for module in STAGES]
+    for module, function in STAGES.items():
+        stage = ast.parse((PACKAGE / "runtime" / "stages" / f"{module}.py").read_text())
+        defined = {node.name: node for node in stage.body if isinstance(node, ast.FunctionDef)}
+        length = defined[function].end_lineno - defined[function].lineno + 1
+        assert length <= 40, f"{module}.{function}: {length} lines, too long to read at a glance"
+
+
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     cycles: list[list[str]] = []
     done: set[str] = set()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from socratic_exp.study.curves import mean_curve
+from socratic_exp.core.curves import mean_curve
 from socratic_exp.study.report import build_report, swept_keys, wandb_report
 from socratic_exp.study.runs import find_runs
 from socratic_exp.study.tables import format_mean_std
@@ -177,7 +177,7 @@ def test_wandb_report_spec_filters_to_the_sweep_and_groups_by_the_swept_keys(swe
 
 @pytest.mark.parametrize(("logs", "window"), [(1, 1), (3, 2), (16, 4), (100, 10), (1000, 32)])
 def test_the_reward_curve_is_smoothed_over_the_square_root_of_its_logs(logs, window):
-    from socratic_exp.study.curves import reward_window
+    from socratic_exp.core.curves import reward_window
 
     assert reward_window(logs) == window
 
@@ -199,7 +199,8 @@ def test_a_damaged_summary_is_named_and_counted_as_not_completed(sweep, capsys):
 def drawn(monkeypatch) -> dict[str, dict[str, dict[str, tuple[list, list]]]]:
     """What the report draws, by file: {file name: {panel title: {line label: (xs, ys)}}} (visible panels; an error
     bar's line under the error bar's label)."""
-    from socratic_exp.study import curves, report
+    from socratic_exp.core import curves
+    from socratic_exp.study import report
 
     figures: dict[str, dict[str, dict[str, tuple[list, list]]]] = {}
     original = curves.save

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from socratic_exp.core.config import compose, typed_key
 from socratic_exp.core.errors import ConfigError
 from socratic_exp.runtime.assembly import build_components
-from socratic_exp.runtime.compose import as_typed
+from socratic_exp.runtime.stages.compose import as_typed
 
 
 def test_typed_key_follows_interpolations_through_chains_and_oc_select():

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from socratic_exp.core.config import find_interrupted_run
-from socratic_exp.core.run_folder import MetricsFile, RunRecord, read_jsonl, read_metrics, read_summary, run_name
+from socratic_exp.core.metrics import MetricsFile
+from socratic_exp.core.run_folder import RunRecord, read_jsonl, read_metrics, read_summary, run_name
 from socratic_exp.core.secrets import REDACTED, redact
 
 

@@ -587,7 +587,7 @@ def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
     assert values == {0: False, 10: False, 20: False, 30: False, 40: False, 50: True}
     guard.restore(model)
     assert float(model.weight[0, 0]) == 10.0
-    assert guard.summary() == {
+    assert guard.summary == {
         "metric": "eval/greedy_acc", "margin": 0.05, "best": 0.6, "best_step": 10, "last_step": 50, "last": 0.5,
         "stopped_at_step": 50, "restored_step": 10,
     }  # fmt: skip

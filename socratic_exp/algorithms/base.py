@@ -11,7 +11,7 @@ from socratic_exp.core.component import Component, setting
 if TYPE_CHECKING:
     from datasets import DatasetDict
 
-    from socratic_exp.core.run_folder import MetricsSink
+    from socratic_exp.core.metrics import MetricsSink
     from socratic_exp.models.base import Student
     from socratic_exp.runtime.assembly import Components
 

@@ -8,8 +8,10 @@ Owns:
 - ``config.py``: Hydra's side: where ``conf/`` and ``sweeps/`` live, ``compose()``, the resolvers behind the run and
   sweep folders (``resume``), Hydra's own errors in one line; ``config_help.py``: ``--help``;
 - ``console.py``: what a run shows on the terminal; ``progress_callbacks.py``: a trainer's progress shown there;
-- ``run_folder.py``: the run folder, what is written there and read back, and its one owner; ``checkpoints.py``:
-  its checkpoints, which one a run resumes from and whether each can be read;
+- ``run_folder.py``: the run folder, ``summary.json``, its files read back, and its one owner; ``metrics.py``:
+  ``metrics.jsonl`` and the sink that writes it, the tracker and the progress display; ``checkpoints.py``: its
+  checkpoints, which one a run resumes from and whether each can be read; ``curves.py``: the plots drawn from
+  ``metrics.jsonl`` records (the run's learning curves, the methods' telemetry, the study's reports);
 - ``distributed.py``: several processes, who writes and what is gathered;
 - ``methods.py``: each method's own modules (telemetry, evidence), found in the method folders by name.
 

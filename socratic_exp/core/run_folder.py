@@ -1,21 +1,20 @@
-"""The run folder contract: ``summary.json`` (status, metrics, provenance) and ``metrics.jsonl``.
+"""The run folder contract: ``summary.json`` (status, metrics, provenance), its one owner, and its files read back.
 
 ``summary.json`` is written when the run starts (``status: running``) and rewritten atomically when it ends
 (``completed`` or ``failed`` with the error), so an interrupted run never looks complete. ``read_summary``,
-``read_metrics`` and ``read_jsonl`` read a run folder back.
+``read_metrics`` and ``read_jsonl`` read a run folder back; ``core.metrics`` writes ``metrics.jsonl``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -25,7 +24,7 @@ from socratic_exp.core.errors import UserError
 from socratic_exp.core.secrets import is_secret_key, redact, redact_overrides, scrub_data
 
 if TYPE_CHECKING:
-    from socratic_exp.loggers.base import Logger
+    pass
 
 TRACKED_PACKAGES = (
     "socratic_exp",
@@ -153,7 +152,7 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """``metrics.jsonl`` of a run folder: one dict per logged record, in logging order (training logs, the sampler's
     and teacher's metrics, evaluations)."""
-    return MetricsFile(Path(run_dir) / "metrics.jsonl").read()
+    return read_jsonl(Path(run_dir) / "metrics.jsonl")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -170,7 +169,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with naming_the_file(path):
-            tmp.write_text(json.dumps(_finite(scrub_data(data)), indent=2, default=str))  # an error may quote a secret
+            tmp.write_text(json.dumps(finite(scrub_data(data)), indent=2, default=str))  # an error may quote a secret
             os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -193,97 +192,18 @@ def naming_the_file(path: Path) -> Iterator[None]:
 def json_ready(data: Any) -> Any:
     """``data`` as a run folder's JSON files hold it, read back (NaN as null, tuples as lists, other objects as
     strings): what a config is compared with a recorded one as."""
-    return json.loads(json.dumps(_finite(data), default=str))
+    return json.loads(json.dumps(finite(data), default=str))
 
 
-def _finite(data: Any) -> Any:
+def finite(data: Any) -> Any:
     """JSON has no NaN: non-finite floats become null."""
     if isinstance(data, float) and not math.isfinite(data):
         return None
     if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
+        return {k: finite(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
-        return [_finite(v) for v in data]
+        return [finite(v) for v in data]
     return data
-
-
-class MetricsFile:
-    """``metrics.jsonl``: one JSON object per logged step. Only the main process of a distributed launch writes
-    (``writes``); the others' writes and truncations do nothing."""
-
-    def __init__(self, path: Path, writes: bool = True):
-        self.path = path
-        self.writes = writes
-
-    def write(self, step: int, metrics: dict[str, Any]) -> None:
-        if not self.writes:
-            return
-        record = {"step": step, "time": round(time.time(), 3), **metrics}
-        with naming_the_file(self.path), self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(_finite(record), default=str) + "\n")
-
-    def truncate_after(self, step: int) -> int:
-        """Drop records logged after ``step`` (they are re-done when a run resumes from that step's checkpoint)."""
-        if not self.writes or not self.path.is_file():
-            return 0
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= step]
-        with naming_the_file(self.path):
-            self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        return len(lines) - len(kept)
-
-    def read(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path)
-
-
-def resumed_metrics(run_dir: Path, checkpoint: str | None, evaluated: bool, writes: bool = True) -> MetricsFile:
-    """``metrics.jsonl`` as a run goes on with it: after an earlier attempt that got past the first evaluation
-    (``evaluated``), without the lines logged after ``checkpoint``'s step (they are logged again); else afresh."""
-    metrics_file = MetricsFile(run_dir / "metrics.jsonl", writes=writes)
-    step = int(Path(checkpoint).name.rsplit("-", 1)[1]) if checkpoint else 0
-    if evaluated:
-        dropped = metrics_file.truncate_after(step)
-        logging.getLogger("socratic_exp").info(
-            "resuming from %s (dropped %d metric lines after step %d)", checkpoint or "the start", dropped, step
-        )
-    else:
-        metrics_file.path.unlink(missing_ok=True)
-    return metrics_file
-
-
-class MetricsSink:
-    """Metrics to ``metrics.jsonl``, to the logger and to ``observe`` (the console's progress display)."""
-
-    def __init__(self, file: MetricsFile, logger: Logger, observe: Callable[[int, dict[str, Any]], None] | None = None):
-        self.file = file
-        self.logger = logger
-        self.observe = observe
-
-    def record(self, step: int, metrics: dict[str, Any]) -> None:
-        """``metrics.jsonl`` and the display only: for the trainer's own logs, which W&B receives from transformers."""
-        self.file.write(step, metrics)
-        if self.observe is not None:
-            self.observe(step, metrics)
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        self.record(step, metrics)
-        self.logger.log(metrics, step)
-
-    def log_table(self, name: str, rows: list[dict[str, Any]], step: int) -> None:
-        """Rows to ``<run folder>/<name>.jsonl`` and, as a table, to the logger."""
-        if not rows or not self.file.writes:
-            return
-        path = self.file.path.parent / f"{name}.jsonl"
-        with naming_the_file(path), open(path, "a", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps({"step": step, **row}) + "\n")
-        self.logger.log_table(name, rows, step)
-
-    def log_evaluation(self, metrics: dict[str, Any], step: int, guidance: list[dict[str, Any]]) -> None:
-        """An evaluation's metrics, and the teacher guidance sampled since the last one (the ``teacher_guidance``
-        table: ``Teacher.samples()``)."""
-        self.log(metrics, step)
-        self.log_table("teacher_guidance", guidance, step)
 
 
 class RunRecord:

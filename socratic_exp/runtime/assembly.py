@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from datasets import DatasetDict
 
     from socratic_exp.algorithms.base import Algorithm
-    from socratic_exp.core.run_folder import MetricsSink
+    from socratic_exp.core.metrics import MetricsSink
     from socratic_exp.distillers.base import Distiller
     from socratic_exp.loggers.base import Logger
     from socratic_exp.models.base import ModelSpec, Student

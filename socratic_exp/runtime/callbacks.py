@@ -25,7 +25,7 @@ log = logging.getLogger("socratic_exp")
 
 if TYPE_CHECKING:
     from socratic_exp.core.console import ProgressDisplay
-    from socratic_exp.core.run_folder import MetricsSink
+    from socratic_exp.core.metrics import MetricsSink
     from socratic_exp.loggers.base import Logger
     from socratic_exp.models.base import Student
     from socratic_exp.runtime.assembly import Components

@@ -264,7 +264,10 @@ class CollapseGuard:
             final = evaluator.evaluate(student, stage="of the best weights")
         return final
 
+    @property
     def summary(self) -> dict[str, Any]:
+        """What ``summary.json`` records of the guard: its metric and margin, the best and last evaluations, and
+        where it stopped training."""
         summary = {"metric": self.metric, "margin": self.margin, "best": self.best, "best_step": self.best_step}
         if self.last is not None:
             summary["last_step"], summary["last"] = self.last

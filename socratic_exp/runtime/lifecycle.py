@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
 
 from socratic_exp.core import distributed
 from socratic_exp.core.checkpoints import tracker_position
 from socratic_exp.core.console import filter_dependency_noise, say_last
 from socratic_exp.core.errors import UserError, file_system_error
 from socratic_exp.core.run_folder import RunRecord
-from socratic_exp.core.secrets import protect_command_line, redact, redact_overrides
+from socratic_exp.core.secrets import protect_command_line, redact_overrides
 from socratic_exp.loggers.base import RunInfo
 from socratic_exp.runtime.assembly import GROUPS, Components
 
@@ -132,7 +131,7 @@ def end_failed(job: Job, record: RunRecord | None, config: Any, err: KeyboardInt
 
 @contextlib.contextmanager
 def closed_on_failure(run: Any) -> Iterator[None]:
-    """A run (``socratic_exp.run.Run``) that fails within closes its progress display and its tracker's run (exit
+    """A run (``runtime.stages.build.Run``) that fails within closes its progress display and its tracker's run (exit
     code 1), as far as it has opened them; the teacher (its server, its threads) is closed either way."""
     try:
         yield
@@ -146,14 +145,13 @@ def closed_on_failure(run: Any) -> Iterator[None]:
         run.components.teacher.close()
 
 
-def start_tracker(
-    cfg: DictConfig, components: Components, job: Job, record: RunRecord, name: str, checkpoint: Any
-) -> None:
-    """Open the tracker's run (W&B), resumed where ``checkpoint`` left it; its id, name and group go into
-    ``summary.json``. In a sweep, the group is the sweep's name (``+sweep=<name>``, else its launch) and the config's
-    ``sweep`` block names the launch and the job's overrides, for reports to filter and group by."""
+def start_tracker(components: Components, job: Job, record: RunRecord, name: str, checkpoint: Any) -> None:
+    """Open the tracker's run (W&B) with the config as ``summary.json`` records it (secrets redacted), resumed where
+    ``checkpoint`` left it; its id, name and group go into ``summary.json``. In a sweep, the group is the sweep's name
+    (``+sweep=<name>``, else its launch) and the config's ``sweep`` block names the launch and the job's overrides,
+    for reports to filter and group by."""
     group = None
-    config = redact(OmegaConf.to_container(cfg, resolve=True))
+    config = dict(record.data["config"])  # a copy: the ``sweep`` block is the tracker's alone
     if job.multirun:
         group = components.choices.get("sweep") or job.launch
         overrides = dict(o.split("=", 1) for o in redact_overrides(job.overrides) if "=" in o)

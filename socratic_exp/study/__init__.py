@@ -7,7 +7,7 @@ Owns:
   before training;
 - ``evidence.py``: the evidence sweep's scoreboard, every claim (the methods' ``CLAIMS``) scored on its runs;
 - ``runs.py``: run folders as the report and the scoreboard read them;
-- ``tables.py`` / ``curves.py``: the tables and plots they share.
+- ``tables.py``: the tables they share (their plots build on ``core/curves.py``).
 
 A method's own part of the study (its ``telemetry.py``: signals and plots; its ``evidence.py``: premises and claims)
 lives in the method's folder, so that a method is one folder, and belongs to this room.

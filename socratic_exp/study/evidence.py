@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from socratic_exp.core.curves import mean_line, pyplot, save
 from socratic_exp.core.errors import UserError
-from socratic_exp.study.curves import mean_line, pyplot, save
 from socratic_exp.study.evaluations import EVALUATIONS_FILE, RecordedRun, run_line, write_evaluations
 from socratic_exp.study.runs import Run
 from socratic_exp.study.tables import markdown_table, number, signed, write_csv

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from socratic_exp.core.curves import mean_line, plot_learning_curves, pyplot, save
 from socratic_exp.core.errors import UserError
 from socratic_exp.core.run_folder import DAMAGED, read_jsonl
 from socratic_exp.core.secrets import scrub_data
-from socratic_exp.study.curves import mean_line, plot_learning_curves, pyplot, save
 from socratic_exp.study.runs import Run, find_runs, natural_key
 from socratic_exp.study.tables import format_mean_std, markdown_table, mean_std, signed, write_csv
 

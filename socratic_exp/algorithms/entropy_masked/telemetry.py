@@ -40,7 +40,7 @@ def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) ->
 def plot_entropy_mask(records: list[dict[str, Any]], rho: float | None, path: Path) -> Path | None:
     """The token-entropy distribution (its logged percentiles, early and late in training) with the kept threshold
     (the 1 - rho quantile: tokens above it are trained on), and the kept / dropped tokens' entropy over steps."""
-    from socratic_exp.study.curves import lines, pyplot, save
+    from socratic_exp.core.curves import lines, pyplot, save
 
     quantiles = sorted(
         (int(k.removeprefix("entropy_mask/entropy_p")), k)
@@ -76,7 +76,7 @@ def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Pat
 
 
 def plot_rho(runs: Sequence[Run], path: Path) -> Path:
-    from socratic_exp.study.curves import pyplot, save
+    from socratic_exp.core.curves import pyplot, save
     from socratic_exp.study.tables import mean_std
 
     objective = runs[0].objective_key

@@ -21,7 +21,7 @@ from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.entropy_masked.config import EntropyMask
-    from socratic_exp.core.run_folder import MetricsSink
+    from socratic_exp.core.metrics import MetricsSink
 
 PERCENTILES = (50, 80, 90, 99)
 CONTEXT_BEFORE, CONTEXT_AFTER = 32, 8  # tokens of context around a forking token in the table

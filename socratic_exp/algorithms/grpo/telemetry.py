@@ -17,7 +17,7 @@ SIGNALS = {
 
 
 def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) -> list[tuple[str, Path | None]]:
-    from socratic_exp.study.curves import plot_prefixed
+    from socratic_exp.core.curves import plot_prefixed
 
     figure = plot_prefixed(records, "dynamic_sampling/", "dynamic sampling", out / "telemetry_dynamic_sampling.png")
     return [("Dynamic sampling: rounds and groups", figure)]

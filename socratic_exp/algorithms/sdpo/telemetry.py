@@ -17,7 +17,7 @@ SIGNALS = {"self_distillation/": (Signal("margin", "self_distillation/reward_mar
 
 
 def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) -> list[tuple[str, Path | None]]:
-    from socratic_exp.study.curves import plot_prefixed
+    from socratic_exp.core.curves import plot_prefixed
 
     path = out / "telemetry_self_distillation.png"
     return [("Self-distillation telemetry", plot_prefixed(records, "self_distillation/", "self-distillation", path))]

@@ -24,7 +24,7 @@ from socratic_exp.teachers.reflection import Reflective, TrainableReflective
 
 if TYPE_CHECKING:
     from socratic_exp.algorithms.socratic_rl.config import SocraticRL
-    from socratic_exp.core.run_folder import MetricsSink
+    from socratic_exp.core.metrics import MetricsSink
     from socratic_exp.models.base import Student
     from socratic_exp.runtime.assembly import Components
     from socratic_exp.tasks.base import Task

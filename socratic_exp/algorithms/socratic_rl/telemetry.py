@@ -20,7 +20,7 @@ def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) ->
 def plot_viewpoints(records: list[dict[str, Any]], path: Path) -> Path | None:
     """The knowledge base's active / queued / retired / distilled counts, and the viewpoints' measured utility (mean
     with min-max band) at each probe."""
-    from socratic_exp.study.curves import lines, pyplot, save, series
+    from socratic_exp.core.curves import lines, pyplot, save, series
 
     if not series(records, "socratic_rl/kb_size")[0] and not series(records, "socratic_rl/active")[0]:
         return None

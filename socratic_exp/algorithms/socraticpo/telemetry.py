@@ -28,7 +28,7 @@ def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) ->
 
 def plot_corrections(records: list[dict[str, Any]], path: Path) -> Path | None:
     """The correction rate p_k by attempt (mean over training, and over steps) and the guided accuracy."""
-    from socratic_exp.study.curves import lines, numbered, pyplot, save, series
+    from socratic_exp.core.curves import lines, numbered, pyplot, save, series
 
     rates = numbered(records, "socraticpo/correction_rate/step")
     if not rates:
@@ -49,7 +49,7 @@ def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Pat
     """Per variant (mean over its runs, +- std): the training rollouts' unassisted accuracy (attempt 1) and guided
     accuracy (solved within the last attempt K), and the held-out assisted accuracy (the teacher's help at
     evaluation). Drawn when a run logged SocraticPO's rollouts."""
-    from socratic_exp.study.curves import numbered
+    from socratic_exp.core.curves import numbered
     from socratic_exp.study.report import plot_curves
 
     records = [record for variant in variants for run in variant.runs for record in run.records]

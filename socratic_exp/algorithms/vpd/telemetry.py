@@ -14,7 +14,7 @@ E_STEP = ("e_step_loss", "classifier_accuracy", "reward_success", "reward_failur
 
 
 def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) -> list[tuple[str, Path | None]]:
-    from socratic_exp.study.curves import plot_prefixed
+    from socratic_exp.core.curves import plot_prefixed
 
     return [("VPD: E-step telemetry", plot_prefixed(records, "vpd/", "VPD E-step", out / "telemetry_vpd.png"))]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from socratic_exp.core.console import Signal
 
 if TYPE_CHECKING:
-    from socratic_exp.study.curves import Records
+    from socratic_exp.core.curves import Records
     from socratic_exp.study.report import Variant
 
 # sampler/updates: the sampler's own counter (sampler/zero_variance_share alone does not say which sampler ran)
@@ -26,7 +26,7 @@ def figures(records: list[dict[str, Any]], config: dict[str, Any], out: Path) ->
 def plot_utility(records: list[dict[str, Any]], path: Path) -> Path | None:
     """Predicted vs realised utility of the chosen questions (each point: one logging interval's means), and the
     zero-variance share of the groups over steps."""
-    from socratic_exp.study.curves import lines, pyplot, save
+    from socratic_exp.core.curves import lines, pyplot, save
 
     predicted = [(r.get("sampler/predicted_utility"), r.get("sampler/realised_utility"), r["step"]) for r in records]
     pairs = [(p, q, s) for p, q, s in predicted if isinstance(p, int | float) and isinstance(q, int | float)]
@@ -62,7 +62,7 @@ def by_rollouts(records: Records) -> list[dict[str, Any]]:
 
 
 def plot_rollouts(variants: Sequence[Variant], path: Path) -> Path:
-    from socratic_exp.study.curves import mean_line, pyplot, save
+    from socratic_exp.core.curves import mean_line, pyplot, save
 
     objective = next(run.objective_key for variant in variants for run in variant.runs)
     fig, (accuracy, zero_variance) = pyplot().subplots(1, 2, figsize=(11, 4), constrained_layout=True)
