@@ -593,7 +593,7 @@ def test_collapse_guard_stops_after_patience_and_restores_the_best_weights():
     }  # fmt: skip
     watch_only = CollapseGuard("eval/greedy_acc", margin=None)
     assert not any(watch_only.observe(s, {"eval/greedy_acc": v}, model) for s, v in [(0, 0.9), (1, 0.1), (2, 0.0)])
-    assert watch_only.summary()["best"] == 0.9 and "stopped_at_step" not in watch_only.summary()
+    assert watch_only.summary["best"] == 0.9 and "stopped_at_step" not in watch_only.summary
 
 
 def test_periodic_evaluation_stops_training_on_collapse():
