@@ -20,6 +20,7 @@ MID, END = 60, 240  # the other arms' budget and GRPO's
 MAX_AT_MID = 0.80  # not at its plateau at step 60
 MIN_GAIN_AFTER_MID = 0.05  # still learning: step 240 at least this far above step 60
 MIN_GAIN_BEFORE_MID = 0.03  # learning has begun: step 60 at least this far above step 0
+SELECTION_SEEDS = {100, 101, 102, 103, 104}  # no evaluation uses them
 
 
 def accuracy(run, step: int) -> float | None:
@@ -27,12 +28,28 @@ def accuracy(run, step: int) -> float | None:
     return found[METRIC] if found is not None and found["step"] == step else None
 
 
-def premise(start: float, mid: float, end: float) -> dict[str, bool]:
-    return {
-        "mid_at_most_0.80": mid <= MAX_AT_MID,
-        "end_5_points_above_mid": end - mid >= MIN_GAIN_AFTER_MID - 1e-12,
-        "mid_3_points_above_start": mid - start >= MIN_GAIN_BEFORE_MID - 1e-12,
-    }
+def premise(start: float | None, mid: float | None, end: float | None) -> dict[str, bool]:
+    """The premise's parts that the evaluations given decide (a run stopped early lacks step 240's)."""
+    parts = {}
+    if mid is not None:
+        parts["mid_at_most_0.80"] = mid <= MAX_AT_MID
+    if mid is not None and end is not None:
+        parts["end_5_points_above_mid"] = end - mid >= MIN_GAIN_AFTER_MID - 1e-12
+    if start is not None and mid is not None:
+        parts["mid_3_points_above_start"] = mid - start >= MIN_GAIN_BEFORE_MID - 1e-12
+    return parts
+
+
+def holds(parts: dict[str, bool]) -> bool | None:
+    """False once a part fails; True when all three hold; None while undecided."""
+    if not all(parts.values()):
+        return False
+    return True if len(parts) == 3 else None
+
+
+def every_seed(rows: list[dict]) -> bool:
+    """The premise holds on every selection seed (each seed's run decided, every part holding)."""
+    return {r["seed"] for r in rows} == SELECTION_SEEDS and all(r["holds"] is True for r in rows)
 
 
 def main() -> int:
@@ -42,9 +59,8 @@ def main() -> int:
     args = parser.parse_args()
     by_candidate: dict[str, list[dict]] = defaultdict(list)
     for run in find_runs(args.folders):
-        if run.status != "completed":
+        if run.status != "completed":  # a candidate's runs stop once one seed has failed it: their parts decided so far
             print(f"warning: {run.path}: {run.status}", file=sys.stderr)
-            continue
         config = run.summary.get("config") or {}
         learning_rate = (config.get("algorithm") or {}).get("learning_rate")
         warmstart_steps = (config.get("model") or {}).get("warmstart_steps")
@@ -52,11 +68,11 @@ def main() -> int:
         row = {
             "seed": seed_of(run),
             "run": str(run.path),
+            "status": run.status,
             "accuracy": dict(zip(("0", str(MID), str(END)), points, strict=True)),
+            "premise": premise(*points),
         }
-        if None not in points:
-            row["premise"] = premise(*points)
-            row["holds"] = all(row["premise"].values())
+        row["holds"] = holds(row["premise"])
         by_candidate[(warmstart_steps, learning_rate)].append(row)
     several_lengths = len({warmstart_steps for warmstart_steps, _ in by_candidate}) > 1
     named = {
@@ -64,7 +80,7 @@ def main() -> int:
         for (steps, rate), rows in by_candidate.items()
     }
     result = {
-        candidate: {"seeds": sorted(r["seed"] for r in rows), "holds_on_every_seed": all(r.get("holds") for r in rows),
+        candidate: {"seeds": sorted(r["seed"] for r in rows), "holds_on_every_seed": every_seed(rows),
                     "runs": sorted(rows, key=lambda r: r["seed"])}
         for candidate, rows in sorted(named.items())
     }  # fmt: skip
