@@ -8,7 +8,7 @@ import json
 import pytest
 
 from socratic_exp.core.config import find_interrupted_run
-from socratic_exp.core.metrics import MetricsFile
+from socratic_exp.core.metrics import MetricsFile, resumed_metrics
 from socratic_exp.core.run_folder import RunRecord, read_jsonl, read_metrics, read_summary, run_name
 from socratic_exp.core.secrets import REDACTED, redact
 
@@ -21,6 +21,16 @@ def test_metrics_file_truncates_after_a_step(tmp_path):
     assert [r["step"] for r in metrics.read()] == [0, 1, 2, 2]
     metrics.write(4, {"loss": float("nan")})
     assert metrics.read()[-1]["loss"] is None  # JSON has no NaN
+
+
+def test_a_fresh_run_starts_its_metrics_file_on_the_main_process_alone(tmp_path):
+    """A fresh attempt empties metrics.jsonl on the main process only: another process opens the file after the
+    main one has logged the first evaluation, and must leave that line where it is."""
+    MetricsFile(tmp_path / "metrics.jsonl").write(0, {"eval/greedy_acc": 0.5})
+    other = resumed_metrics(tmp_path, None, evaluated=False, writes=False)
+    assert [r["eval/greedy_acc"] for r in other.read()] == [0.5]
+    main = resumed_metrics(tmp_path, None, evaluated=False, writes=True)
+    assert main.read() == []
 
 
 def test_a_run_folder_reads_back_what_the_run_wrote(tmp_path):

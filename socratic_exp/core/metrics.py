@@ -55,7 +55,7 @@ def resumed_metrics(run_dir: Path, checkpoint: str | None, evaluated: bool, writ
         logging.getLogger("socratic_exp").info(
             "resuming from %s (dropped %d metric lines after step %d)", checkpoint or "the start", dropped, step
         )
-    else:
+    elif writes:  # the main process alone: another one's unlink would remove what the main one has logged since
         metrics_file.path.unlink(missing_ok=True)
     return metrics_file
 
