@@ -107,8 +107,8 @@ def test_a_refused_pair_stops_the_launch_in_one_line(run_app):
 
 
 def test_a_key_the_user_never_set_names_the_overlay_that_set_it(capsys):
-    from socratic_exp.runtime.stages.compose import validate
     from socratic_exp.runtime.lifecycle import Job
+    from socratic_exp.runtime.stages.compose import validate
 
     cfg = compose("experiment=socraticpo_sciknoweval", "task=arithmetic")
     job = Job(run_dir=ROOT, multirun=False, overrides=["experiment=socraticpo_sciknoweval", "task=arithmetic"],
