@@ -1,4 +1,5 @@
-"""The plots the run report, the comparison report and the scoreboard share, from ``metrics.jsonl`` records."""
+"""The plots drawn from ``metrics.jsonl`` records: the run's learning curves, the methods' telemetry, and what the
+reports and the scoreboard share."""
 
 from __future__ import annotations
 

@@ -18,13 +18,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from socratic_exp.core.errors import UserError
 from socratic_exp.core.secrets import is_secret_key, redact, redact_overrides, scrub_data
-
-if TYPE_CHECKING:
-    pass
 
 TRACKED_PACKAGES = (
     "socratic_exp",
