@@ -1,6 +1,6 @@
 """The headroom premise on GRPO runs (benchmarks/results/headroom_selection/PREREGISTRATION.md): per run, held-out
 greedy accuracy at steps 0, 60 and 240, and whether the premise holds; per candidate (the learning rate, and the
-warm-start's length where the runs differ in it: AMENDMENT_1.md), whether it holds on every seed.
+warm-start's length and the task's operation counts where the runs differ in them), whether it holds on every seed.
 
     python benchmarks/headroom.py <sweep folder> [<sweep folder> ...] [--json <file>]
 """
@@ -62,8 +62,11 @@ def main() -> int:
         if run.status != "completed":  # a candidate's runs stop once one seed has failed it: their parts decided so far
             print(f"warning: {run.path}: {run.status}", file=sys.stderr)
         config = run.summary.get("config") or {}
-        learning_rate = (config.get("algorithm") or {}).get("learning_rate")
-        warmstart_steps = (config.get("model") or {}).get("warmstart_steps")
+        candidate = (
+            ("task.rl_ops", (config.get("task") or {}).get("rl_ops")),
+            ("warmstart_steps", (config.get("model") or {}).get("warmstart_steps")),
+            ("lr", (config.get("algorithm") or {}).get("learning_rate")),
+        )
         points = [accuracy(run, step) for step in (0, MID, END)]
         row = {
             "seed": seed_of(run),
@@ -73,11 +76,15 @@ def main() -> int:
             "premise": premise(*points),
         }
         row["holds"] = holds(row["premise"])
-        by_candidate[(warmstart_steps, learning_rate)].append(row)
-    several_lengths = len({warmstart_steps for warmstart_steps, _ in by_candidate}) > 1
+        by_candidate[candidate].append(row)
+    # a candidate is named by its learning rate and whatever else differs between the candidates read together
+    differing = {
+        key for index, (key, _) in enumerate(next(iter(by_candidate), ()))
+        if len({str(candidate[index][1]) for candidate in by_candidate}) > 1
+    }  # fmt: skip
     named = {
-        (f"warmstart_steps={steps}, " if several_lengths else "") + f"lr={rate}": rows
-        for (steps, rate), rows in by_candidate.items()
+        ", ".join(f"{key}={value}" for key, value in candidate if key == "lr" or key in differing): rows
+        for candidate, rows in by_candidate.items()
     }
     result = {
         candidate: {"seeds": sorted(r["seed"] for r in rows), "holds_on_every_seed": every_seed(rows),
