@@ -63,7 +63,7 @@ def main() -> int:
             print(f"warning: {run.path}: {run.status}", file=sys.stderr)
         config = run.summary.get("config") or {}
         candidate = (
-            ("task.rl_ops", (config.get("task") or {}).get("rl_ops")),
+            ("task.rl_ops", str((config.get("task") or {}).get("rl_ops"))),  # a list: its text, to key by
             ("warmstart_steps", (config.get("model") or {}).get("warmstart_steps")),
             ("lr", (config.get("algorithm") or {}).get("learning_rate")),
         )
@@ -80,7 +80,7 @@ def main() -> int:
     # a candidate is named by its learning rate and whatever else differs between the candidates read together
     differing = {
         key for index, (key, _) in enumerate(next(iter(by_candidate), ()))
-        if len({str(candidate[index][1]) for candidate in by_candidate}) > 1
+        if len({candidate[index][1] for candidate in by_candidate}) > 1
     }  # fmt: skip
     named = {
         ", ".join(f"{key}={value}" for key, value in candidate if key == "lr" or key in differing): rows
