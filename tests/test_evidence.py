@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from conftest import ROOT, compose
 
 from socratic_exp.runtime.assembly import build_components
@@ -21,26 +22,44 @@ from socratic_exp.study.runs import find_runs
 ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
 
 
-# --- the arms and the sweep ------------------------------------------------------------------------------------
-# arms made for the headroom regime, whose sweep file comes with its pre-registration: in no sweep file before it
-HEADROOM_ARMS = {"vpd_trust_region"}
+# --- the arms and the sweeps -----------------------------------------------------------------------------------
+def grid(sweep: str) -> dict[str, list[str]]:
+    """A sweep file's grid, each parameter's values as written."""
+    params = yaml.safe_load((ROOT / "sweeps" / f"{sweep}.yaml").read_text())["hydra"]["sweeper"]["params"]
+    return {key: str(values).split(",") for key, values in params.items()}
 
 
-def test_the_claims_name_the_arms_that_exist():
+def test_the_claims_name_the_arms_that_exist_and_every_arm_is_in_a_sweep():
     named = {arm for claim in claims() for arm in (claim.a, claim.b)}
     assert named == set(ARMS) and len(ARMS) == 18
-    sweep = (ROOT / "sweeps" / "evidence.yaml").read_text()
-    assert [arm for arm in ARMS if arm not in sweep] == sorted(HEADROOM_ARMS)
+    regime_1, headroom = grid("evidence")["+evidence_arm"], grid("evidence_headroom")["+evidence_arm"]
+    assert sorted(set(ARMS) - set(regime_1)) == ["vpd_trust_region"] and set(headroom) < set(ARMS)
+
+
+def test_the_headroom_sweep_is_its_pre_registration():
+    """benchmarks/results/evidence_headroom/PREREGISTRATION.md: 12 arms x seeds 0-9, the graded task at 5e-6, the
+    shipped 1650-step students and three distillations in Socratic-RL's 60 steps."""
+    params = grid("evidence_headroom")
+    assert params["seed"] == [str(seed) for seed in range(10)]
+    assert sorted(params["+evidence_arm"]) == sorted(
+        ["grpo", "socraticpo", "socraticpo_without_tg", "socraticpo_without_rd", "reinforce_pp", "entropy_top",
+         "entropy_bottom", "goldilocks", "sdpo", "vpd_dynamic", "vpd_trust_region", "socratic_rl_kl"]
+    )  # fmt: skip
+    measured = [c.id for c in claims() if {c.a, c.b} <= set(params["+evidence_arm"])]
+    assert len(measured) == 13 and "composition>grpo" not in measured and "vpd_trust_region>sdpo" in measured
+    for arm, steps in (("grpo", 240), ("socratic_rl_kl", 60)):
+        cfg = compose("+sweep=evidence_headroom", f"+evidence_arm={arm}", "seed=7")
+        components = build_components(cfg)
+        assert (components.algorithm.max_steps, components.algorithm.learning_rate) == (steps, 5e-6)
+        assert (components.task.rl_ops, cfg.model.warmstart_steps, cfg.model.warmstart_seed) == ([2, 3, 4], 1650, 7)
+    assert components.algorithm.distill_every == 20  # three distillations in 60 steps
 
 
 def test_the_regularised_vpd_arm_and_the_distillation_schedule_a_sweep_sets():
     vpd = build_components(compose("+sweep=evidence", "+evidence_arm=vpd_trust_region")).algorithm
     assert (vpd.teacher_regularization, vpd.reference_prior) == ("trust_region", "dynamic")
     default = build_components(compose("+sweep=evidence", "+evidence_arm=socratic_rl_dpo")).algorithm
-    scheduled = build_components(
-        compose("+sweep=evidence", "+evidence_arm=socratic_rl_kl", "+evidence.distill_every=20")
-    )
-    assert (default.distill_every, scheduled.algorithm.distill_every) == (50, 20)  # three distillations in 60 steps
+    assert default.distill_every == 50  # the algorithm's default where a sweep sets no schedule
 
 
 @pytest.mark.parametrize("arm", ARMS)
