@@ -4,7 +4,9 @@ the 27B teacher), the student swapped for a random 2-layer Qwen3 of the same fam
 step a job (``debug=paper_cpu``), seed 0 only. Every job of the grid must complete and keep the overlay's setup.
 
 Two grids are cut to keep the suite's time: Socratic-RL's meta-learning axis runs its ``true`` half only, the entropy
-ablation two of its six quantiles (``rho`` 0.2, the paper's, and 1.0, GRPO); every other axis runs whole.
+ablation two of its six quantiles (``rho`` 0.2, the paper's, and 1.0, GRPO); every other axis runs whole. The jobs run
+one after another in the sweep's own process (Hydra's basic launcher), which loads the libraries once; the launcher
+that starts each job in a process of its own is tested by ``test_sweeps.py``.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def math_rows(path: Path, shape: str, n: int = 24) -> Path:
 def sweep_over_overlay(run_app, standin, teacher_url, experiment, sweep, *overrides):
     proc, outputs = run_app(
         "-m", f"experiment={experiment}", f"+sweep={sweep}", "debug=paper_cpu", f"model.name={standin}", "seed=0",
-        "logger=none", "hydra.launcher.n_jobs=2", *overrides,
+        "logger=none", "hydra/launcher=basic", *overrides,
         env={"SOCRATIC_EXP_TEACHER_URL": teacher_url}, timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
