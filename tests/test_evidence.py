@@ -37,7 +37,7 @@ def test_the_claims_name_the_arms_that_exist_and_every_arm_is_in_a_sweep():
 
 
 def test_the_headroom_sweep_is_its_pre_registration():
-    """benchmarks/results/evidence_headroom/PREREGISTRATION.md: 12 arms x seeds 0-9, the graded task at 5e-6, the
+    """What the headroom regime's PREREGISTRATION.md fixes: 12 arms x seeds 0-9, the graded task at 5e-6, the
     shipped 1650-step students and three distillations in Socratic-RL's 60 steps."""
     params = grid("evidence_headroom")
     assert params["seed"] == [str(seed) for seed in range(10)]
