@@ -27,12 +27,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 SHORT = ["debug=fast", "logger=none", "algorithm.max_steps=2", "eval.every_steps=1", "eval.max_samples=16"]
 DYNAMIC = "algorithm.dynamic_sampling={max_rounds:3,batches_per_round:2}"
 PROBE_AND_DISTIL = ["algorithm.probe_every=1", "algorithm.distill_every=2"]  # a probe every step, a distillation at 2
+# plain GRPO on 2 processes: test_resume_auto_continues_a_two_process_run_after_one_process_is_killed and the two-node
+# tests; GRPO with Goldilocks and SocraticPO are each run below with dynamic sampling, which adds to their path (and
+# test_socraticpo_makes_the_same_generation_calls_on_every_process runs SocraticPO alone)
 RUNS = {
-    "grpo": ["algorithm=grpo"],
-    "grpo+goldilocks": ["algorithm=grpo", "sampler=goldilocks"],
     # two loss calls per generation batch: the entropy ranking spans both, and both processes
     "entropy_masked": ["algorithm=entropy_masked", "algorithm.steps_per_generation=2"],
-    "socraticpo": ["algorithm=socraticpo", "teacher=rule"],
     "sdpo": ["algorithm=sdpo"],
     "vpd": ["algorithm=vpd", "algorithm.e_step_every=1"],  # an E-step after every M-step
     # distiller=kl: test_socratic_rl_processes_hold_one_knowledge_base
