@@ -26,6 +26,17 @@ CONF = ROOT / "conf"
 SHARED_DATA = Path(os.environ.get("SOCRATIC_EXP_DATA") or ROOT.parent / "shared" / "data")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with the most end-to-end (``slow``) tests first: xdist hands out whole files (``--dist loadfile``,
+    in this order: ``--no-loadscope-reorder``), so the last files to start are short ones and no worker waits long
+    at the end for the other."""
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
+    order = {path: rank for rank, path in enumerate(slow)}
+    items.sort(key=lambda item: (-slow[item.path], order[item.path]))  # stable: a file's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The real benchmark files; tests that need them skip when the folder is absent."""

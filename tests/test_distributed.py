@@ -35,9 +35,9 @@ RUNS = {
     "entropy_masked": ["algorithm=entropy_masked", "algorithm.steps_per_generation=2"],
     "sdpo": ["algorithm=sdpo"],
     "vpd": ["algorithm=vpd", "algorithm.e_step_every=1"],  # an E-step after every M-step
-    # distiller=kl: test_socratic_rl_processes_hold_one_knowledge_base
+    # distiller=kl: test_socratic_rl_processes_hold_one_knowledge_base; every distiller's step on 2 processes:
+    # test_same_update_teachers
     "socratic_rl+dpo": ["algorithm=socratic_rl", "distiller=dpo", *PROBE_AND_DISTIL],
-    "socratic_rl+sft": ["algorithm=socratic_rl", "distiller=sft", *PROBE_AND_DISTIL],
     # dynamic sampling: rounds decided together, refills dealt by process, the kept batch replayed on each
     "grpo+goldilocks+dynamic_sampling": ["algorithm=grpo", "sampler=goldilocks", DYNAMIC],
     "socraticpo+dynamic_sampling": ["algorithm=socraticpo", "teacher=rule", DYNAMIC],

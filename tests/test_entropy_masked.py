@@ -466,16 +466,6 @@ def test_sweep_expands_to_every_rho_mode_and_seed():
         assert type(algorithm).__name__ == "EntropyMasked" and algorithm.rho == float(job[0].split("=")[1])
 
 
-@pytest.mark.slow
-def test_multirun_sweep_launches_54_jobs(run_app):
-    # the basic launcher validates the 54 jobs in one process (joblib's 54 processes would each import the app); the
-    # joblib launcher itself is tested in test_sweeps
-    proc, _ = run_app("--multirun", "+sweep=entropy_quantile", "dry_run=true", "hydra/launcher=basic", timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.count("config OK") == 54
-    assert "Launching 54 jobs" in proc.stderr + proc.stdout
-
-
 # --- end to end ------------------------------------------------------------------------------------------------
 
 

@@ -602,17 +602,17 @@ def test_goldilocks_runs_with_every_algorithm(run_in_process, algorithm):
 
 
 @pytest.mark.slow
-def test_goldilocks_resumes_with_its_state(run_app):
+def test_goldilocks_resumes_with_its_state(run_in_process):
     import torch
 
-    proc, outputs = run_app(*QUICK, "algorithm=grpo")
+    proc, outputs = run_in_process(*QUICK, "algorithm=grpo")
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = run_dirs(outputs)
     saved = torch.load(run_dir / "checkpoints" / "checkpoint-2" / STATE_FILE, weights_only=True)
     assert saved["rollouts"] == 32 and saved["goldilocks"]["fits"] == 2
     interrupt_after_step_2(run_dir)
 
-    proc, _ = run_app(*QUICK, "algorithm=grpo", "resume=auto")
+    proc, _ = run_in_process(*QUICK, "algorithm=grpo", "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = read_summary(run_dir)
     assert resumed["status"] == "completed" and resumed["steps"] == 4

@@ -224,7 +224,7 @@ def test_socraticpo_under_dynamic_sampling_decays_over_the_kept_batch():
 
 
 @pytest.mark.slow
-def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
+def test_a_resumed_run_refills_as_the_uninterrupted_one(run_in_process):
     """The refill stream's position is in every checkpoint: resumed at step 2, steps 3 and 4 take the rounds of the
     run that went through."""
     import torch
@@ -234,7 +234,7 @@ def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
     from socratic_exp.samplers.base import STATE_FILE
 
     overrides = ("algorithm=grpo", "algorithm.dynamic_sampling={max_rounds:4}", "debug=quick_warmstart", "logger=none")
-    proc, outputs = run_app(*overrides)
+    proc, outputs = run_in_process(*overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [run_dir] = run_dirs(outputs)
     rounds = {r["step"]: r["dynamic_sampling/rounds"] for r in read_metrics(run_dir) if "dynamic_sampling/rounds" in r}
@@ -243,7 +243,7 @@ def test_a_resumed_run_refills_as_the_uninterrupted_one(run_app):
     assert saved["refills"] == rounds[1] + rounds[2] - 2  # every round after a step's first was a refill
     interrupt_after_step_2(run_dir)
 
-    proc, _ = run_app(*overrides, "resume=auto")
+    proc, _ = run_in_process(*overrides, "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert read_summary(run_dir)["status"] == "completed"
     resumed = [r for r in read_metrics(run_dir) if "dynamic_sampling/rounds" in r]

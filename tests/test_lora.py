@@ -414,13 +414,13 @@ def test_every_algorithm_runs_with_lora(run_in_process, name):
 
 
 @pytest.mark.slow
-def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
+def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_in_process):
     """VPD with a copy teacher: the student's adapter and the teacher adapter, which its E-step trains (so the
     optimizer state to load covers both)."""
     from safetensors.torch import load_file
 
     copy = ("algorithm.teacher_weights=copy", "algorithm.teacher_regularization=ema")
-    proc, outputs = run_app(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false")
+    proc, outputs = run_in_process(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     checkpoints = run_dir / "checkpoints"
@@ -430,7 +430,7 @@ def test_a_lora_run_resumes_from_its_adapter_checkpoint(run_app):
     saved = load_file(checkpoints / "checkpoint-2" / "adapter_model.safetensors")
     assert len(saved) == 2 * 7 * 4 and all("lora_" in key for key in saved)  # A and B of 7 projections x 4 layers
     interrupt_after_step_2(run_dir)
-    proc, _ = run_app(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false", "resume=auto")
+    proc, _ = run_in_process(*QUICK, "algorithm=vpd", *copy, "model.lora.merge_on_save=false", "resume=auto")
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = read_summary(run_dir)
     assert resumed["status"] == "completed" and resumed["resumed"] is True and resumed["steps"] == 4

@@ -75,8 +75,12 @@ def test_socraticpo_ablation_over_the_sciknoweval_setup(run_app, standin, teache
         f"task.data_dir={data_dir / 'sciknoweval'}",
     )  # fmt: skip
     assert len(summaries) == 6  # 3 variants x {the 27B teacher, self-guidance}
-    cells = {(s["choices"]["teacher"], s["config"]["algorithm"]["guidance"]) for s in summaries}
-    assert cells == {("qwen27b", "teacher"), ("qwen27b", "fixed_retry"), ("llm", "teacher"), ("llm", "fixed_retry")}
+    cells = sorted(
+        (s["choices"]["teacher"], s["config"]["algorithm"]["guidance"], s["config"]["algorithm"]["reward_decay"])
+        for s in summaries
+    )  # full, without teacher guidance (the fixed retry prompt), without reward decay; by the 27B and by itself
+    assert cells == [(teacher, guidance, decay) for teacher in ("llm", "qwen27b")
+                     for guidance, decay in (("fixed_retry", True), ("teacher", False), ("teacher", True))]  # fmt: skip
     assert {s["config"]["task"]["_target_"] for s in summaries} == {"socratic_exp.tasks.sciknoweval.SciKnowEvalTask"}
 
 

@@ -260,13 +260,11 @@ def test_goldilocks_features_come_from_the_real_model(smol, cache_dir, data_dir)
     assert torch.cdist(features, features).fill_diagonal_(float("inf")).min() > 0.1  # six questions, six points
 
 
-@pytest.mark.parametrize("algorithm", ["sdpo", "vpd"])
-def test_self_distillation_runs_a_step_through_the_entry_point(smol, cache_dir, data_dir, run_in_process, algorithm):
-    """One step of SDPO / VPD through the app's entry point on SmolLM2 (environment feedback: 24-token attempts have
-    no successful sibling to show)."""
-    proc, outputs = run_in_process(
-        f"algorithm={algorithm}", "algorithm.feedback=environment", *overrides(cache_dir, data_dir)
-    )
+def test_self_distillation_runs_a_step_through_the_entry_point(smol, cache_dir, data_dir, run_in_process):
+    """One step of VPD, SDPO's trainer with its E-step, through the app's entry point on SmolLM2 (environment
+    feedback: 24-token attempts have no successful sibling to show). SDPO's own runs on a BPE tokenizer and chat
+    template: test_paper_sweeps' VPD sweep, on the Qwen3 stand-in."""
+    proc, outputs = run_in_process("algorithm=vpd", "algorithm.feedback=environment", *overrides(cache_dir, data_dir))
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = run_dirs(outputs)
     summary = read_summary(run_dir)

@@ -20,7 +20,7 @@ import pytest
 from conftest import app_environment, file_contents, interrupt_after_step_2, run_dirs
 from openai_stub import StubServer
 
-from socratic_exp.core.run_folder import read_summary
+from socratic_exp.core.run_folder import read_jsonl, read_summary
 from socratic_exp.core.secrets import (
     REDACTED,
     is_secret_key,
@@ -180,7 +180,8 @@ def canary_run(tmp_path_factory, cache_dir):
         second = run("resume=auto")
         assert second.returncode == 0, second.stderr[-3000:]
         assert server.requests > 0
-    return {"run_dir": run_dir, "procs": [first, second], "first_offline": first_offline, "position": position}
+    return {"run_dir": run_dir, "procs": [first, second], "first_offline": first_offline, "position": position,
+            "reply": server.reply}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -198,6 +199,17 @@ def test_no_canary_reaches_any_file_or_the_console(canary_run):
     assert summary["config"]["eval"]["max_new_tokens"] == 64  # a count of tokens is not a secret
     assert summary["run_name"].startswith("socraticpo-arithmetic-tiny|debug=quick_warmstart,")
     assert f"+teacher.extra_body={{api_key: {REDACTED}, top_k: 20}}" in summary["overrides"]
+
+
+@pytest.mark.slow
+def test_the_blackbox_teachers_guidance_and_requests_are_in_the_run_folder(canary_run):
+    """The teacher behind an authenticated server (its key read from the environment) guided the run: its replies
+    are the guidance recorded, and its requests and the assisted accuracy are among the final figures."""
+    run_dir = canary_run["run_dir"]
+    final = read_summary(run_dir)["final"]
+    assert "eval/assisted_acc" in final and "eval/teacher/requests" in final
+    rows = read_jsonl(run_dir / "teacher_guidance.jsonl")
+    assert rows and {row["guidance"] for row in rows} == {canary_run["reply"]}
 
 
 @pytest.mark.slow

@@ -601,9 +601,9 @@ PAIRWISE = (
 
 
 @pytest.mark.slow
-def test_every_pair_of_distiller_teacher_and_meta_learning_settings_runs(run_app):
+def test_every_pair_of_distiller_teacher_and_meta_learning_settings_runs(run_in_process):
     for overrides in PAIRWISE:
-        proc, outputs = run_app("-m", "hydra/launcher=basic", *QUICK, *overrides)
+        proc, outputs = run_in_process("-m", "hydra/launcher=basic", *QUICK, *overrides)
         assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(path.parent for path in outputs.glob("multirun/*/*/*/summary.json"))
     assert len(jobs) == 10
