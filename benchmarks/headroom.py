@@ -1,6 +1,8 @@
 """The headroom premise on GRPO runs (benchmarks/results/headroom_selection/PREREGISTRATION.md): per run, held-out
 greedy accuracy at steps 0, 60 and 240, and whether the premise holds; per candidate (the learning rate, and the
-warm-start's length and the task's operation counts where the runs differ in them), whether it holds on every seed.
+warm-start's length and the task's operation counts where the runs differ in them), whether it holds on every seed
+(the selection seeds, or every seed read where none is a selection seed). In an evidence sweep's folder it reads the
+GRPO arm alone.
 
     python benchmarks/headroom.py <sweep folder> [<sweep folder> ...] [--json <file>]
 """
@@ -13,7 +15,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from socratic_exp.study.evidence import METRIC, at_step, seed_of
+from socratic_exp.study.evidence import ARM_KEY, METRIC, at_step, seed_of
 from socratic_exp.study.runs import find_runs
 
 MID, END = 60, 240  # the other arms' budget and GRPO's
@@ -48,8 +50,10 @@ def holds(parts: dict[str, bool]) -> bool | None:
 
 
 def every_seed(rows: list[dict]) -> bool:
-    """The premise holds on every selection seed (each seed's run decided, every part holding)."""
-    return {r["seed"] for r in rows} == SELECTION_SEEDS and all(r["holds"] is True for r in rows)
+    """The premise holds on every selection seed, or on every seed read where none is one (an evaluation sweep):
+    each seed's run decided, every part holding."""
+    seeds = {r["seed"] for r in rows}
+    return seeds == (SELECTION_SEEDS if seeds & SELECTION_SEEDS else seeds) and all(r["holds"] is True for r in rows)
 
 
 def main() -> int:
@@ -59,6 +63,8 @@ def main() -> int:
     args = parser.parse_args()
     by_candidate: dict[str, list[dict]] = defaultdict(list)
     for run in find_runs(args.folders):
+        if run.overrides.get(ARM_KEY, "grpo") != "grpo":  # the premise is GRPO's; the other arms run 60 steps
+            continue
         if run.status != "completed":  # a candidate's runs stop once one seed has failed it: their parts decided so far
             print(f"warning: {run.path}: {run.status}", file=sys.stderr)
         config = run.summary.get("config") or {}

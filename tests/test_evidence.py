@@ -521,3 +521,21 @@ def test_the_scoreboard_rebuilds_from_its_evaluations_file_to_the_digit(sweep, t
     assert report.main([str(damaged), "--scoreboard"]) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"error: {damaged}: not a readable evaluations file") and error.count("\n") == 1
+
+
+def test_the_shipped_headroom_scoreboard_is_its_evaluations_file_read_again(tmp_path):
+    """The pre-registered sweep as it ran: every one of its 120 jobs completed, from the pre-registration's commit,
+    and the scoreboard the docs cite is what its evaluations file gives."""
+    import gzip
+
+    shipped = ROOT / "benchmarks" / "results" / "evidence_headroom"
+    with gzip.open(shipped / "evaluations.jsonl.gz", "rt") as handle:
+        lines = [json.loads(text) for text in handle]
+    assert sorted((line["arm"], line["seed"]) for line in lines) == sorted(
+        (arm, seed) for arm in grid("evidence_headroom")["+evidence_arm"] for seed in range(10)
+    )
+    assert {line["status"] for line in lines} == {"completed"}
+    assert {line["git_commit"] for line in lines} == {"f276f99b3e941a37cbea27bf541e5ea190f63730"}
+    assert report.main([str(shipped / "evaluations.jsonl.gz"), "--scoreboard", "--out", str(tmp_path)]) == 0
+    for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv"):
+        assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
