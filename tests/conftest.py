@@ -33,8 +33,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     slow: dict[Path, int] = {}
     for item in items:
         slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
-    order = {path: rank for rank, path in enumerate(slow)}
-    items.sort(key=lambda item: (-slow[item.path], order[item.path]))  # stable: a file's tests keep their order
+    items.sort(key=lambda item: -slow[item.path])  # stable: equal files, and each file's tests, keep their order
 
 
 @pytest.fixture(scope="session")
