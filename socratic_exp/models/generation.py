@@ -51,6 +51,12 @@ def generate(
     ``progress`` (a name), the main process reports the questions done as the tokens come
     (``console.WorkProgress``): a batch of a real model can take minutes.
     """
+    if student.engine is not None:  # the run's vLLM engine (models/vllm_engine.py)
+        return student.engine.generate(
+            student, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, sample=sample,
+            temperature=temperature, num_return_sequences=num_return_sequences, progress=progress, seed=seed,
+            instruction=instruction,
+        )  # fmt: skip
     import torch
 
     model, tokenizer = student.model, student.tokenizer

