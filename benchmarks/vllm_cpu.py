@@ -3,6 +3,7 @@ without vLLM, on SmolLM2-135M-Instruct, on this machine.
 
     python benchmarks/vllm_cpu.py decode [--new-tokens 64] [--batches 1 8 32] [--dtypes float32 bfloat16]
     python benchmarks/vllm_cpu.py steps [--steps 3]
+    python benchmarks/vllm_cpu.py eval [--questions 100]
     python benchmarks/vllm_cpu.py all
 
 ``decode``: tokens per second of greedy generation of ``--new-tokens`` tokens (EOS ignored, so every row makes them
@@ -16,6 +17,10 @@ SocraticPO (rule teacher), with ``algorithm.use_vllm`` off and on (vLLM's eager 
 its compiled mode): seconds per step (``eval/train_seconds`` / steps, evaluations excluded) and, with vLLM, TRL's
 gap between vLLM's sampling log-probabilities and the trainer's (``sampling/sampling_logp_difference``, mean and max
 over the steps: what TRL's importance-sampling correction corrects).
+
+``eval``: ``experiment=smollm2_cpu``'s held-out evaluation (its first ``--questions`` questions, greedy, 128 new
+tokens) answered by ``models.generation.generate`` twice, through transformers and through a vLLM engine as a run
+lends it (``models/vllm_engine.py``): each path's accuracy and seconds, and how many completions are identical.
 
 Writes benchmarks/results/vllm_cpu/<what>.json and prints a markdown table; the machine is named in the file.
 """
@@ -150,6 +155,43 @@ def steps(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+# --- eval -----------------------------------------------------------------------------------------------------------
+def evaluation(args: argparse.Namespace) -> list[dict]:
+    import types
+
+    from vllm import LLM
+
+    from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
+    from socratic_exp.core.config import compose
+    from socratic_exp.models.generation import generate
+    from socratic_exp.models.vllm_engine import VLLMEngine
+    from socratic_exp.runtime.assembly import build_components, workbench
+
+    bench = workbench(build_components(compose("experiment=smollm2_cpu", f"eval.max_samples={args.questions}")))
+    task, settings, student = bench.components.task, bench.components.eval, bench.student
+    rows = bench.splits["eval"].select(range(args.questions)).to_list()
+    prompts = [row["prompt"] for row in rows]
+    common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size,
+              "instruction": task.instruction()}  # fmt: skip
+    keep_linear_weights()
+    llm = LLM(model=student.path, max_model_len=1024, seed=0)
+    engine = VLLMEngine(types.SimpleNamespace(llm=llm, sync_weights=lambda: None))  # the weights it loaded
+    answers: dict[str, list[str]] = {}
+    result = []
+    for name, lent in (("transformers", None), ("vllm", engine)):
+        student.engine = lent
+        started = time.perf_counter()
+        answers[name] = generate(student, prompts, **common)
+        seconds = time.perf_counter() - started
+        scores = [task.verify(c, row["answer"]).score for c, row in zip(answers[name], rows, strict=True)]
+        result.append({"generation": name, "greedy_acc": round(sum(scores) / len(scores), 4),
+                       "seconds": round(seconds, 1), "dtype": str(llm.llm_engine.model_config.dtype)
+                       if name == "vllm" else str(student.model.dtype)})  # fmt: skip
+    same = sum(a == b for a, b in zip(answers["transformers"], answers["vllm"], strict=True))
+    result.append({"identical_completions": same, "questions": len(prompts)})
+    return result
+
+
 def write(name: str, rows: list[dict], settings: dict) -> None:
     import importlib.metadata
 
@@ -169,7 +211,9 @@ def main() -> None:
         one.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
         one.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
         one.add_argument("--steps", type=int, default=3)
+        one.add_argument("--questions", type=int, default=100)
     sub.add_parser("steps").add_argument("--steps", type=int, default=3)
+    sub.add_parser("eval").add_argument("--questions", type=int, default=100)
     worker = sub.add_parser("decode-one")
     worker.add_argument("backend")
     worker.add_argument("dtype")
@@ -185,6 +229,8 @@ def main() -> None:
         write("decode", decode(args), {"new_tokens": args.new_tokens, "prompt": PROMPT, "kv_cache_gib": 2})
     if args.command in ("steps", "all"):
         write("steps", steps(args), {"steps": args.steps, "overrides": STEP_RUN})
+    if args.command in ("eval", "all"):
+        write("eval", evaluation(args), {"questions": args.questions, "experiment": "smollm2_cpu"})
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ def keep_linear_weights() -> bool:
         )
     import torch
 
+    from socratic_exp.core.run_folder import native_bf16
+
     def process_weights_after_loading(self: UnquantizedLinearMethod, layer: torch.nn.Module) -> None:
         layer.cpu_linear = torch.nn.functional.linear  # called as cpu_linear(x, layer.weight, bias)
 
@@ -55,13 +57,6 @@ def keep_linear_weights() -> bool:
     if not native_bf16():  # float32 first: vLLM's "auto" dtype keeps a float32 model in float32
         type(current_platform).supported_dtypes = property(lambda _: [torch.float32, torch.bfloat16, torch.float16])
     return True
-
-
-def native_bf16() -> bool:
-    """Whether this CPU computes bf16 matmuls natively (AVX512-BF16 or AMX tiles), rather than emulating them."""
-    import torch
-
-    return any(getattr(torch.cpu, f, lambda: False)() for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 
 
 def _has(distribution: str) -> bool:

