@@ -4,11 +4,13 @@ On its CPU platform vLLM (0.30) repacks every unquantized linear layer's weight 
 its small-GEMM kernels, and then replaces the layer's weight by an empty parameter
 (``UnquantizedLinearMethod.process_weights_after_loading`` -> ``dispatch_cpu_unquantized_gemm(remove_weight=True)``).
 The packed copy is private to the kernel and the parameter TRL loads new weights into is gone, so TRL's
-``sync_weights`` fails (``'Parameter' object has no attribute 'weight_loader'``) and, were it to load, the kernel would
-keep sampling from the first weights. ``keep_linear_weights`` makes those layers keep their weight and compute
-``F.linear(x, weight, bias)`` on it: what vLLM itself falls back to where oneDNN is absent, so every later
-``load_weights`` is what the next generation samples from. It changes nothing on a GPU, nor for quantized layers, and
-is applied once per process, before TRL starts its engine; TRL's colocate path stays TRL's.
+``sync_weights`` fails (``'Parameter' object has no attribute 'weight_loader'``). The LM head is packed the same way
+but keeps its weight (``UnquantizedEmbeddingMethod``, ``remove_weight=False``): a sync then loads, the embedding
+lookup reads the new weights and the logits still come from the first ones, silently (a tied head, as SmolLM2's and
+Qwen3's small models have, is the embedding itself). ``keep_linear_weights`` makes both compute
+``F.linear(x, weight, bias)`` on the layer's own weight: what vLLM itself falls back to where oneDNN is absent, so
+every later ``load_weights`` is what the next generation samples from. It changes nothing on a GPU, nor for
+quantized layers, and is applied once per process, before TRL starts its engine; TRL's colocate path stays TRL's.
 
 The cost is the prepacked kernels' speed (``benchmarks/vllm_cpu.py`` measures it). On a CPU without native bf16
 (no AVX512-BF16 or AMX) the engine also keeps a float32 model in float32: vLLM's CPU platform downcasts float32
@@ -36,6 +38,7 @@ def keep_linear_weights() -> bool:
     if not current_platform.is_cpu():
         return False
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
 
     if getattr(UnquantizedLinearMethod, "keeps_weights_for_sync", False):
         return True
@@ -49,10 +52,11 @@ def keep_linear_weights() -> bool:
 
     from socratic_exp.core.run_folder import native_bf16
 
-    def process_weights_after_loading(self: UnquantizedLinearMethod, layer: torch.nn.Module) -> None:
+    def process_weights_after_loading(self: object, layer: torch.nn.Module) -> None:
         layer.cpu_linear = torch.nn.functional.linear  # called as cpu_linear(x, layer.weight, bias)
 
-    UnquantizedLinearMethod.process_weights_after_loading = process_weights_after_loading
+    for method in (UnquantizedLinearMethod, UnquantizedEmbeddingMethod):
+        method.process_weights_after_loading = process_weights_after_loading
     UnquantizedLinearMethod.keeps_weights_for_sync = True
     if not native_bf16():  # float32 first: vLLM's "auto" dtype keeps a float32 model in float32
         type(current_platform).supported_dtypes = property(lambda _: [torch.float32, torch.bfloat16, torch.float16])

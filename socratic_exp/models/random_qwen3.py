@@ -26,6 +26,11 @@ SIZES: dict[str, dict[str, Any]] = {
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, max_position_embeddings=4096, vocab_size=None,
     ),
+    # the stand-in with the smallest head vLLM's CPU attention takes (32; its kernels have none of 16)
+    "standin_vllm": dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=32, max_position_embeddings=4096, vocab_size=None,
+    ),
     "0.6b": dict(
         hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
         head_dim=128, max_position_embeddings=40960, rope_theta=1_000_000.0, vocab_size=151936,

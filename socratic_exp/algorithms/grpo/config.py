@@ -191,7 +191,8 @@ class GRPO(Algorithm):
             sleeps = self.trl_args.get("vllm_enable_sleep_mode", False)
             note = (
                 f"vllm.LLM(model=<the student's path>) in each process, 16-bit, inside the "
-                f"vllm_gpu_memory_utilization={share:g} of each GPU that vLLM reserves with its KV cache"
+                f"vllm_gpu_memory_utilization={share:g} of each GPU (on CPU: of the RAM) that vLLM reserves with its "
+                "KV cache"
                 + (f", split over vllm_tensor_parallel_size={split}" if split > 1 else "")
                 + ("; sleep mode frees it during the optimizer step" if sleeps else "")
             )
