@@ -2,15 +2,17 @@
 without vLLM, on SmolLM2-135M-Instruct, on this machine.
 
     python benchmarks/vllm_cpu.py decode [--new-tokens 64] [--batches 1 8 32] [--dtypes float32 bfloat16]
-    python benchmarks/vllm_cpu.py steps [--steps 3]
+                                         [--backends vllm vllm-eager transformers]
+    python benchmarks/vllm_cpu.py steps [--steps 3] [--modes transformers "vllm eager" "vllm compiled"]
     python benchmarks/vllm_cpu.py eval [--questions 100]
     python benchmarks/vllm_cpu.py all
 
 ``decode``: tokens per second of greedy generation of ``--new-tokens`` tokens (EOS ignored, so every row makes them
 all) from the same prompt at each batch size, after one warm-up call of that size: vLLM as the training run starts
-it (linear layers on their own weights, ``algorithms/vllm_cpu.py``; vLLM's default compiled mode, engine start timed
-too) and ``models.generation.generate``'s transformers path (KV cache, the same rendered prompt). Each (backend,
-dtype) runs in a process of its own.
+it (linear layers on their own weights, ``algorithms/vllm_cpu.py``; ``vllm``: vLLM's default compiled mode,
+``vllm-eager``: traced only, ``VLLM_CPU_CI_ENV=1``, as the test tier runs it; the engine's start timed too) and
+transformers' ``generate`` as this package's generation calls it (KV cache, left padding, the same prompt). Each
+(backend, dtype) runs in a process of its own.
 
 ``steps``: ``experiment=smollm2_cpu`` cut to ``--steps`` steps of 8 completions of at most 64 tokens, GRPO and
 SocraticPO (rule teacher), with ``algorithm.use_vllm`` off and on (vLLM's eager CPU mode, ``VLLM_CPU_CI_ENV=1``, and
@@ -58,12 +60,13 @@ def smol_folder() -> str:
 
 # --- decode ---------------------------------------------------------------------------------------------------------
 def decode_one(backend: str, dtype: str, batches: list[int], new_tokens: int) -> dict:
-    """One (backend, dtype) in this process: tokens/s per batch size."""
+    """One (backend, dtype) in this process: tokens/s per batch size (``vllm``: compiled, ``vllm-eager``: traced
+    only, ``VLLM_CPU_CI_ENV=1`` set by the caller)."""
     import torch
 
     folder = smol_folder()
     figures: dict = {"backend": backend, "dtype": dtype}
-    if backend == "vllm":
+    if backend.startswith("vllm"):
         from vllm import LLM, SamplingParams
 
         from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
@@ -102,12 +105,13 @@ def decode_one(backend: str, dtype: str, batches: list[int], new_tokens: int) ->
 def decode(args: argparse.Namespace) -> list[dict]:
     rows = []
     for dtype in args.dtypes:
-        for backend in ("vllm", "transformers"):
+        for backend in args.backends:
             with tempfile.NamedTemporaryFile(suffix=".json") as out:
                 command = [sys.executable, __file__, "decode-one", backend, dtype, out.name,
                            "--new-tokens", str(args.new_tokens), "--batches", *map(str, args.batches)]  # fmt: skip
-                proc = subprocess.run(command, env={**os.environ, **KV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
-                                      capture_output=True, text=True)  # fmt: skip
+                env = {**os.environ, **KV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                       **(EAGER if backend == "vllm-eager" else {})}  # fmt: skip
+                proc = subprocess.run(command, env=env, capture_output=True, text=True)
                 if proc.returncode != 0:
                     rows.append({"backend": backend, "dtype": dtype, "error": proc.stderr.strip().splitlines()[-1]})
                 else:
@@ -131,6 +135,8 @@ def steps(args: argparse.Namespace) -> list[dict]:
              "vllm compiled": (["algorithm.use_vllm=true"], {})}  # fmt: skip
     for algorithm in ("grpo", "socraticpo"):
         for mode, (extra, env) in modes.items():
+            if mode not in args.modes:
+                continue
             with tempfile.TemporaryDirectory() as folder:
                 command = [sys.executable, "-m", "socratic_exp", *STEP_RUN, f"algorithm={algorithm}",
                            f"algorithm.max_steps={args.steps}", *extra, f"hydra.run.dir={folder}/run"]  # fmt: skip
@@ -210,9 +216,13 @@ def main() -> None:
         one.add_argument("--new-tokens", type=int, default=64)
         one.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
         one.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+        one.add_argument("--backends", nargs="+", default=["vllm", "vllm-eager", "transformers"])
+        one.add_argument("--modes", nargs="+", default=["transformers", "vllm eager", "vllm compiled"])
         one.add_argument("--steps", type=int, default=3)
         one.add_argument("--questions", type=int, default=100)
-    sub.add_parser("steps").add_argument("--steps", type=int, default=3)
+    steps_parser = sub.add_parser("steps")
+    steps_parser.add_argument("--steps", type=int, default=3)
+    steps_parser.add_argument("--modes", nargs="+", default=["transformers", "vllm eager", "vllm compiled"])
     sub.add_parser("eval").add_argument("--questions", type=int, default=100)
     worker = sub.add_parser("decode-one")
     worker.add_argument("backend")

@@ -154,7 +154,14 @@ def test_truncated_or_penalised_sampling_is_not_the_policys(reinforce_pp, settin
 
 
 # --- decoding in bfloat16 (model.decode_dtype) ----------------------------------------------------------------------
-def test_bfloat16_decoding_casts_for_generate_only_and_keeps_the_float32_weights(standin):
+@pytest.fixture
+def any_cpu_decodes_bf16(monkeypatch):
+    """The casting is under test, not its speed: model.decode_dtype is accepted on a CPU without native bf16 too
+    (where it is refused as slower than float32)."""
+    monkeypatch.setattr("socratic_exp.core.run_folder.native_bf16", lambda *args: True)
+
+
+def test_bfloat16_decoding_casts_for_generate_only_and_keeps_the_float32_weights(standin, any_cpu_decodes_bf16):
     import copy
 
     import torch
@@ -197,7 +204,7 @@ def test_bfloat16_decoding_is_refused_on_a_cpu_without_native_bfloat16(monkeypat
         build_components(compose("model=qwen3_0_6b", f"model.name={standin}", "model.decode_dtype=bfloat16"))
 
 
-def test_the_kl_does_not_read_log_probs_decoded_in_bfloat16(tmp_path_factory, standin):
+def test_the_kl_does_not_read_log_probs_decoded_in_bfloat16(tmp_path_factory, standin, any_cpu_decodes_bf16):
     trainer, _ = build(
         tmp_path_factory.mktemp("bf16"), "algorithm=reinforce_pp", "model=qwen3_0_6b", f"model.name={standin}",
         "model.enable_thinking=null", "model.decode_dtype=bfloat16",

@@ -206,7 +206,7 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
 
     from socratic_exp.runtime.assembly import build_components
 
-    algorithm = build_components(compose("algorithm.use_vllm=true")).algorithm
+    algorithm = build_components(compose("algorithm.use_vllm=true", "model=smollm2_135m")).algorithm  # vLLM loads it
     student = SimpleNamespace(chat_template_kwargs={})
     ctx = SimpleNamespace(checkpoint_dir="out", run_name="r", seed=0, report_to=[], student=student)
     assert algorithm.trl_kwargs(ctx)["vllm_importance_sampling_correction"] is False
