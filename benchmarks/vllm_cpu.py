@@ -47,9 +47,12 @@ KV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
 def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor())  # fmt: skip
-    return f"{model}, {os.cpu_count()} cores"
+    """The CPU's model name, family and model numbers (they tell AMD's EPYC generations apart) and its cores."""
+    lines = Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+    fields = {key.strip(): value for key, _, value in (line.partition(":") for line in lines)}
+    name = fields.get("model name", platform.processor()).strip()
+    family, model = fields.get("cpu family", "?").strip(), fields.get("model", "?").strip()
+    return f"{name} (family {family}, model {model}), {os.cpu_count()} cores"
 
 
 def smol_folder() -> str:
@@ -113,7 +116,8 @@ def decode(args: argparse.Namespace) -> list[dict]:
                        **(EAGER if backend == "vllm-eager" else {})}  # fmt: skip
                 proc = subprocess.run(command, env=env, capture_output=True, text=True)
                 if proc.returncode != 0:
-                    rows.append({"backend": backend, "dtype": dtype, "error": proc.stderr.strip().splitlines()[-1]})
+                    last = (proc.stderr.strip().splitlines() or [f"exited {proc.returncode}"])[-1]
+                    rows.append({"backend": backend, "dtype": dtype, "error": last})
                 else:
                     rows.append(json.loads(Path(out.name).read_text()))
             print(json.dumps(rows[-1]), flush=True)
@@ -146,7 +150,7 @@ def steps(args: argparse.Namespace) -> list[dict]:
                 wall = time.perf_counter() - started
                 row: dict = {"algorithm": algorithm, "generation": mode, "wall_s": round(wall, 1)}
                 if proc.returncode != 0:
-                    row["error"] = proc.stderr.strip().splitlines()[-1]
+                    row["error"] = (proc.stderr.strip().splitlines() or [f"exited {proc.returncode}"])[-1]
                 else:
                     summary, records = read_summary(Path(folder) / "run"), read_metrics(Path(folder) / "run")
                     row["seconds_per_step"] = round(summary["final"]["eval/train_seconds"] / summary["steps"], 1)
