@@ -156,10 +156,11 @@ def steps(args: argparse.Namespace) -> list[dict]:
                     row["seconds_per_step"] = round(summary["final"]["eval/train_seconds"] / summary["steps"], 1)
                     gaps = [r for r in records if "sampling/sampling_logp_difference/mean" in r]
                     if gaps:
-                        row["logp_gap_mean"] = round(
-                            sum(r["sampling/sampling_logp_difference/mean"] for r in gaps) / len(gaps), 4
+                        mean = sum(r["sampling/sampling_logp_difference/mean"] for r in gaps) / len(gaps)
+                        row["logp_gap_mean"] = float(f"{mean:.3g}")
+                        row["logp_gap_max"] = float(
+                            f"{max(r['sampling/sampling_logp_difference/max'] for r in gaps):.3g}"
                         )
-                        row["logp_gap_max"] = round(max(r["sampling/sampling_logp_difference/max"] for r in gaps), 4)
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
