@@ -26,7 +26,7 @@ def evaluate_before(run: Run) -> None:
     evaluated = "initial" in run.record.data  # an earlier attempt got past this evaluation
     metrics_file = resumed_metrics(job.run_dir, run.checkpoint, evaluated=evaluated, writes=job.is_main)
     run.sink = MetricsSink(metrics_file, run.tracker or Logger(), run.display.observe)
-    if not evaluated and not generates_with_vllm(run):
+    if not generates_with_vllm(run):
         evaluate_initial(run)
 
 
@@ -37,7 +37,8 @@ def generates_with_vllm(run: Run) -> bool:
 
 
 def evaluate_initial(run: Run) -> None:
-    """The held-out evaluation before training, logged at step 0 and kept in the run record."""
+    """The held-out evaluation before training, logged at step 0 and kept in the run record; none where an earlier
+    attempt of the run made it."""
     from socratic_exp.runtime.evaluation import TRAIN_SECONDS
 
     c, student = run.components, run.bench.student
