@@ -193,9 +193,10 @@ def memory_info() -> tuple[int, int]:
             line.split(":")[0]: int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
         }
         total, available = fields["MemTotal"], fields["MemAvailable"]
-    limit, usage = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
-    if limit.is_file() and limit.read_text().strip().isdigit() and int(limit.read_text()) < total:
-        total = int(limit.read_text())
+    limit_file, usage = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
+    limit = limit_file.read_text().strip() if limit_file.is_file() else "max"
+    if limit.isdigit() and int(limit) < total:
+        total = int(limit)
         used = int(usage.read_text()) if usage.is_file() else 0
         available = max(0, min(available, total - used))
     return total, available
