@@ -351,9 +351,8 @@ def test_another_vllm_version_is_refused_before_anything_is_patched(monkeypatch)
 
     from socratic_exp.algorithms import vllm_cpu
     from socratic_exp.core.errors import UserError
-    from socratic_exp.runtime import requirements
 
-    monkeypatch.setattr(requirements, "vllm_distribution", lambda: ("vllm-cpu", "0.31.0"))
+    monkeypatch.setattr("vllm.__version__", "0.31.0")
     with pytest.raises(UserError, match=r"vLLM 0.31.0's CPU backend: .* written for vllm>=0.30,<0.31"):
         vllm_cpu.keep_linear_weights()
     assert not getattr(UnquantizedLinearMethod, "keeps_weights_for_sync", False)

