@@ -8,7 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from socratic_exp.algorithms.reinforce_pp.returns import kl_folded_returns, normalized_returns
-from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards, normalized_advantages
+from socratic_exp.algorithms.socraticpo.rewards import (
+    attempt_metrics,
+    decayed_rewards,
+    normalized_advantages,
+    prompt_centred,
+)
 from socratic_exp.core.run_folder import read_metrics, read_summary
 from socratic_exp.models.base import frozen_copy
 
@@ -64,6 +69,86 @@ def test_grpo_backend_normalises_within_each_prompt_group():
     with pytest.raises(ZeroDivisionError):  # eps is what keeps a group without spread finite
         normalized_advantages([[0.0], [0.0]], groups=[0, 0], eps=0.0)
     assert normalized_advantages([[0.0], [0.0]], groups=[0, 0]) == [[0.0], [0.0]]
+
+
+# --- the authors' estimator (verl's reinforce_plus_plus_baseline over attempt rows, then masked_whiten) -------------
+# Two prompts x four rollouts, K = 2. Prompt A: three rollouts solved at attempt 1, the fourth at attempt 2; prompt B:
+# three never solved, the fourth at attempt 2. With decay mu_1 = 3/8, so both corrected attempts earn 3/8.
+PARITY_OUTCOMES = [[1.0], [1.0], [1.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0]]
+PARITY_PROMPTS = [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def authors_advantages(rewards, lengths):
+    """The authors' chain, as the trainer runs it: prompt baseline, no KL, verl's whitening over tokens."""
+    centred = prompt_centred(rewards, PARITY_PROMPTS)
+    returns = kl_folded_returns(centred, [[[0.0] * n for n in row] for row in lengths], 0.0)
+    whitened = normalized_returns(returns, weighting="tokens", whitening="verl")
+    return [[values[0] for values in row] for row in whitened], centred
+
+
+def test_prompt_baseline_pools_every_attempt_of_the_prompts_rollouts():
+    """A's five attempts 1, 1, 1, 0, 3/8: mean 3.375 / 5 = 0.675; B's eight 0, ..., 0, 3/8: mean 0.046875."""
+    centred = prompt_centred(decayed_rewards(PARITY_OUTCOMES), PARITY_PROMPTS)
+    a, b = 0.325, -0.046875
+    assert centred == [
+        [pytest.approx(a)], [pytest.approx(a)], [pytest.approx(a)], [pytest.approx(-0.675), pytest.approx(-0.3)],
+        [b, b], [b, b], [b, b], [b, pytest.approx(0.328125)],
+    ]  # fmt: skip
+    # without decay the corrected attempts earn 1: A's mean 0.8 -> +0.2; B's 0.125 -> +0.875
+    centred = prompt_centred(decayed_rewards(PARITY_OUTCOMES, decay=False), PARITY_PROMPTS)
+    assert centred[3] == [pytest.approx(-0.8), pytest.approx(0.2)] and centred[7][1] == pytest.approx(0.875)
+    assert prompt_centred([[1.0]], [0]) == [[1.0]]  # a group of one: verl's baseline is 0
+    with pytest.raises(ValueError):
+        prompt_centred([[1.0], [0.0]], [0])
+
+
+def test_verl_whitening_uses_the_unbiased_variance_with_eps_inside_the_root():
+    """Three tokens 1, 1, 0: mean 2/3, population variance 2/9, unbiased 2/9 * 3/2 = 1/3 -> +-(x - 2/3) * sqrt(3)."""
+    advantages = normalized_returns([[[1.0, 1.0]], [[0.0]]], weighting="tokens", whitening="verl")
+    assert advantages == [[[pytest.approx(0.577350, abs=1e-6)] * 2], [[pytest.approx(-1.154700, abs=1e-6)]]]
+    # ours, for contrast: population std sqrt(2/9) = 0.471405 + eps
+    ours = normalized_returns([[[1.0, 1.0]], [[0.0]]], weighting="tokens", eps=1e-6)
+    assert ours[0][0][0] == pytest.approx(0.707105, abs=1e-6)
+    # no spread: rsqrt(0 + 1e-8) keeps it finite, and a single token has no variance at all
+    assert normalized_returns([[[0.5]], [[0.5]]], weighting="tokens", whitening="verl") == [[[0.0]], [[0.0]]]
+    assert normalized_returns([[[0.5]]], weighting="tokens", whitening="verl") == [[[0.0]]]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "expected"),
+    [
+        # one token per attempt: each prompt's centred rewards sum to 0, so mu = 0; the unbiased variance is
+        # (3 * 0.325^2 + 0.675^2 + 0.3^2 + 7 * 0.046875^2 + 0.328125^2) / 12 = 0.985547 / 12 = 0.0821289
+        (
+            [[1], [1], [1], [1, 1], [1, 1], [1, 1], [1, 1], [1, 1]],
+            [1.134058, 1.134058, 1.134058, -2.355351, -1.046823, *[-0.163566] * 7, 1.144963],
+        ),
+        # unequal lengths: 2, 2, 2, (3, 1), (1, 1) x 3, (2, 4) tokens; N = 25, mu = 0.6392 / 25 = 0.0255682, and
+        # the unbiased variance 0.120214: whitening shifts every value, a corrected attempt of A stays negative
+        (
+            [[2], [2], [2], [3, 1], [1, 1], [1, 1], [1, 1], [2, 4]],
+            [0.863617, 0.863617, 0.863617, -2.020569, -0.938999, *[-0.20894] * 7, 0.87263],
+        ),
+    ],
+)
+def test_authors_estimator_parity_by_hand(lengths, expected):
+    """The authors' advantages of the parity batch (decay on): A's corrected attempt is negative, -0.3 before
+    whitening, where Theorem 1 (ours) keeps every correct attempt non-negative."""
+    advantages, centred = authors_advantages(decayed_rewards(PARITY_OUTCOMES), lengths)
+    assert centred[3][1] == pytest.approx(-0.3)
+    flat = [value for row in advantages for value in row]
+    assert flat == [pytest.approx(value, abs=2e-6) for value in expected]
+    assert advantages[3][1] < 0
+
+
+def test_our_estimator_on_the_parity_batch_by_hand():
+    """Ours on the same batch: Eq. 20 over its 13 attempts, rewards 1, 1, 1, 0, 3/8, 0 x 7, 3/8. mean = 3.75 / 13 =
+    0.288462; E[r^2] = 3.28125 / 13 = 0.252404; std = sqrt(0.252404 - 0.083210) = 0.411332. The corrected attempts:
+    (0.375 - 0.288462) / 0.411332 = +0.210386 (Theorem 1: non-negative)."""
+    advantages = normalized_advantages(decayed_rewards(PARITY_OUTCOMES))
+    wrong, first, corrected = -0.701285, 1.729837, 0.210386
+    expected = [[first]] * 3 + [[wrong, corrected]] + [[wrong, wrong]] * 3 + [[wrong, corrected]]
+    assert advantages == [[pytest.approx(a, abs=2e-6) for a in row] for row in expected]
 
 
 # The KL hand example (REINFORCE++'s folding, beta = 0.5). Rollout 0 solved at once (r = 1) in two tokens with
@@ -227,6 +312,8 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
         (["algorithm.beta=0.01"], "algorithm.beta=0.01: is TRL's KL in the loss"),
         (["algorithm.kl_coef=-1"], "algorithm.kl_coef=-1.0: must be >= 0.0"),
         (["algorithm.normalize_over=rollouts"], "algorithm.normalize_over='rollouts': expected one of"),
+        (["algorithm.backend=grpo", "algorithm.baseline=prompt"], "algorithm.baseline='prompt': subtracts a prompt"),
+        (["algorithm.whitening=population"], "algorithm.whitening='population': expected one of"),
     ],
 )
 def test_socraticpo_refuses_settings_its_advantages_do_not_hold_under(overrides, message):
@@ -348,6 +435,46 @@ def test_rollout_advantages_and_counts_match_the_active_sets(rollout_trainer):
     assert logged["socraticpo/attempts_per_rollout"] == sum(map(len, outcomes)) / n
     assert logged["socraticpo/generated_tokens"] == sum(e - s for r in trainer._rollouts for s, e in r.segments)
     assert abs(logged["socraticpo/reward_kl"]) < 1e-6
+
+
+@pytest.mark.slow
+def test_rollout_advantages_under_the_authors_estimator(rollout_trainer):
+    """Wiring of the authors' settings (baseline=prompt, whitening=verl, normalize_over=tokens, no KL): each
+    attempt's tokens get (r - its prompt's mean over every attempt - mu) / sqrt(unbiased var + 1e-8), mu and var
+    over every student token of the batch; the prompts are TRL's groups of num_generations rollouts."""
+    import dataclasses
+    import math
+
+    trainer, output, _, _ = rollout_trainer
+    assert trainer.num_generations == 4  # the fixture's rows: 8 prompts x 4 rollouts, in TRL's order
+    settings, original = trainer.socratic, trainer._rewards
+    trainer.socratic = dataclasses.replace(
+        settings, baseline="prompt", whitening="verl", normalize_over="tokens", kl_coef=0.0
+    )
+    trainer._rewards = [
+        [0.1 * (i % 4) * (k + 1) for k in range(len(r.outcomes))] for i, r in enumerate(trainer._rollouts)
+    ]
+    try:
+        advantages = trainer._token_advantages(output)
+    finally:
+        rewards, trainer._rewards, trainer.socratic = trainer._rewards, original, settings
+    means = {}
+    for prompt in range(8):
+        pooled = [reward for i in range(4 * prompt, 4 * prompt + 4) for reward in rewards[i]]
+        means[prompt] = sum(pooled) / len(pooled)
+    tokens = [
+        (rewards[i][k] - means[i // 4], end - start)
+        for i, r in enumerate(trainer._rollouts) for k, (start, end) in enumerate(r.segments)
+    ]  # fmt: skip
+    n = sum(count for _, count in tokens)
+    mu = sum(value * count for value, count in tokens) / n
+    var = sum((value - mu) ** 2 * count for value, count in tokens) / (n - 1)
+    assert var > 0.001
+    for i, rollout in enumerate(trainer._rollouts):
+        for k, (start, end) in enumerate(rollout.segments):
+            expected = (rewards[i][k] - means[i // 4] - mu) / math.sqrt(var + 1e-8)
+            assert torch_close(advantages[i, start:end], expected)
+    assert float(advantages[output["tool_mask"] == 0].abs().max()) == 0.0
 
 
 @pytest.mark.slow

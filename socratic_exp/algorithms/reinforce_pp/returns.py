@@ -20,6 +20,11 @@ instead). The weight of a token decides what "the batch" counts:
   responses; SocraticPO's Eq. 20, on which its Theorem 1 rests);
 - ``tokens``: w_ikt = 1, every token counts once, as OpenRLHF whitens REINFORCE++'s token-level advantages.
 
+**Whitening as verl computes it** (``whitening="verl"``, verl 0.7's ``masked_whiten``, which SocraticPO's official
+code applies): A = (G - mu) / sqrt(s^2 + 1e-8), with s^2 the weighted variance times N / (N - 1), N the total weight
+(the number of tokens with ``tokens`` weighting): Bessel's correction, and the epsilon inside the square root rather
+than added to sigma. verl also divides its mean by N + 1e-8, a difference below float64's precision at N >= 1.
+
 A segment without tokens trains nothing and is left out of mu and sigma.
 """
 
@@ -30,6 +35,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 Weighting = Literal["attempts", "tokens"]
+Whitening = Literal["std", "verl"]
+VERL_WHITEN_EPS = 1e-8  # verl's masked_whiten: rsqrt(var + 1e-8)
 
 
 def group_centred(rewards: Sequence[float], group_size: int) -> list[float]:
@@ -67,9 +74,11 @@ def normalized_returns(
     groups: Sequence[int] | None = None,
     weighting: Weighting = "attempts",
     eps: float = 1e-6,
+    whitening: Whitening = "std",
 ) -> list[list[list[float]]]:
-    """(G - mu) / (sigma + eps) per token, mu and sigma weighted as ``weighting`` says, over the whole batch or
-    within each group of rollouts (``groups[i]``: rollout i's group)."""
+    """(G - mu) / (sigma + eps) per token (``std``), or verl's (G - mu) / sqrt(unbiased variance + 1e-8) (``verl``;
+    ``eps`` unused), mu and sigma weighted as ``weighting`` says, over the whole batch or within each group of
+    rollouts (``groups[i]``: rollout i's group)."""
     keys = list(groups) if groups is not None else [0] * len(returns)
     rollouts = list(zip(keys, returns, strict=True))
     pooled: dict[int, list[tuple[float, float]]] = {}  # group -> (weight, value) of every token
@@ -82,8 +91,12 @@ def normalized_returns(
         total = sum(weight for weight, _ in items)
         mean = sum(weight * value for weight, value in items) / total
         variance = sum(weight * (value - mean) ** 2 for weight, value in items) / total
-        stats[key] = (mean, math.sqrt(variance))
+        if whitening == "verl":  # Bessel's correction over the total weight (a single item: 0, where verl divides 0/0)
+            unbiased = variance * total / (total - 1) if total > 1 else 0.0
+            stats[key] = (mean, math.sqrt(unbiased + VERL_WHITEN_EPS))
+        else:
+            stats[key] = (mean, math.sqrt(variance) + eps)
     return [
-        [[(value - stats[key][0]) / (stats[key][1] + eps) for value in values] for values in rollout]
+        [[(value - stats[key][0]) / stats[key][1] for value in values] for values in rollout]
         for key, rollout in rollouts
     ]

@@ -14,7 +14,13 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from socratic_exp.algorithms.reinforce_pp.returns import Weighting, group_centred, kl_folded_returns, normalized_returns
+from socratic_exp.algorithms.reinforce_pp.returns import (
+    Weighting,
+    Whitening,
+    group_centred,
+    kl_folded_returns,
+    normalized_returns,
+)
 from socratic_exp.algorithms.rollout_generation import generate_recording, records_policy_logps
 from socratic_exp.algorithms.trl_batch import loss_mask, rollout_logps, sequence_inputs
 
@@ -54,6 +60,7 @@ class ReinforcePPMixin:
         weighting: Weighting,
         eps: float,
         groups: list[int] | None = None,
+        whitening: Whitening = "std",
         kl_metric: str | None = None,
     ) -> torch.Tensor:
         """Each token's advantage: the KL-folded return of its segment, normalised over the global batch (or within
@@ -68,7 +75,7 @@ class ReinforcePPMixin:
         ]
         every_kl = gather_object(local_kl) if self.accelerator.num_processes > 1 else local_kl
         returns = kl_folded_returns(rewards, every_kl, kl_coef)
-        values = normalized_returns(returns, groups, weighting, eps)
+        values = normalized_returns(returns, groups, weighting, eps, whitening)
         offset = self.accelerator.process_index * len(segments)
         completion_ids = output["completion_ids"]
         advantages = torch.zeros(completion_ids.shape, device=completion_ids.device)

@@ -51,6 +51,16 @@ class SocraticPO(GRPO):
         "tokens (each student token once, as OpenRLHF normalises REINFORCE++'s returns)",
     )
     advantage_eps: float = setting(1e-6, "epsilon of (r - mean) / (std + epsilon) (Eq. 20)", gt=0.0)
+    baseline: Literal["none", "prompt"] = setting(
+        "none",
+        "none: the decayed rewards themselves (Eq. 20) | prompt: each attempt's reward minus the mean over every "
+        "attempt of its prompt's rollouts (the authors' code: verl's reinforce_plus_plus_baseline over attempt rows)",
+    )
+    whitening: Literal["std", "verl"] = setting(
+        "std",
+        "std: (r - mean) / (std + advantage_eps) (Eq. 20) | verl: (r - mean) / sqrt(unbiased variance + 1e-8), "
+        "verl's masked_whiten (the authors' code)",
+    )
     teacher_kl_every: int = setting(
         1, "steps between teacher-student KL diagnostics (Figure 6; needs a local teacher model; 0: off)", ge=0
     )
@@ -104,6 +114,12 @@ class SocraticPO(GRPO):
             not (self.backend == "reinforce_pp" and self.beta > 0),
             "is TRL's KL in the loss; the reinforce_pp backend folds the KL into the reward instead",
             "use algorithm.kl_coef with backend=reinforce_pp, or algorithm.backend=grpo",
+        )
+        self.check(
+            "baseline",
+            not (self.backend == "grpo" and self.baseline != "none"),
+            "subtracts a prompt baseline, which the grpo backend's group normalisation already does",
+            "use algorithm.baseline=prompt with backend=reinforce_pp",
         )
         self.check(
             "kl_coef",

@@ -16,6 +16,13 @@ Theorem 1 (non-negativity, monotonicity, saturation decay; its proof counts atte
 counts every student token once, as OpenRLHF normalises, and Theorem 1 then no longer holds exactly. An attempt
 without tokens (a plain-text attempt that was a bare end-of-sequence) trains nothing and is left out of the mean and
 std (its reward still enters the decay's mu_k, Eq. 18).
+
+**The authors' estimator** (``Liuz-rui/SocraticPO``, ``job-qwen3-4b-tg-main.sh``: verl's
+``reinforce_plus_plus_baseline`` over attempt rows). Every attempt is a row of its own, and every row of every
+rollout of a prompt shares the prompt's group: A_ik = r_ik - mean of the rewards of all the attempts of that
+prompt's rollouts, each attempt counted once (``prompt_centred``), then one whitening over every token of the batch
+(``normalized_returns`` with ``tokens`` weighting and ``whitening="verl"``). Theorem 1 does not hold under it: a
+corrected attempt is compared with its prompt's first attempts, so it can be negative (``docs/socraticpo.md``).
 """
 
 from __future__ import annotations
@@ -44,6 +51,17 @@ def decayed_rewards(outcomes: Sequence[Sequence[float]], decay: bool = True) -> 
         total += sum(rewards[i][k] for i in active)
         count += len(active)
     return rewards
+
+
+def prompt_centred(rewards: Sequence[Sequence[float]], prompts: Sequence[int]) -> list[list[float]]:
+    """r_ik minus the mean reward of every attempt of every rollout of the same prompt (``prompts[i]``: rollout i's
+    prompt), each attempt counted once; a prompt with one attempt in the batch keeps its reward (verl's baseline of
+    a group of one is 0)."""
+    pooled: dict[int, list[float]] = {}
+    for prompt, attempts in zip(prompts, rewards, strict=True):
+        pooled.setdefault(prompt, []).extend(attempts)
+    means = {prompt: sum(values) / len(values) if len(values) > 1 else 0.0 for prompt, values in pooled.items()}
+    return [[reward - means[prompt] for reward in attempts] for prompt, attempts in zip(prompts, rewards, strict=True)]
 
 
 def normalized_advantages(

@@ -40,7 +40,7 @@ from trl import GRPOTrainer
 from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskMixin
 from socratic_exp.algorithms.reinforce_pp.trainer import ReinforcePPMixin
 from socratic_exp.algorithms.rollout_generation import Continuation, can_continue, records_policy_logps
-from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards
+from socratic_exp.algorithms.socraticpo.rewards import attempt_metrics, decayed_rewards, prompt_centred
 from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, sequence_inputs
 from socratic_exp.core.distributed import most_on_any_process, summed
 
@@ -318,19 +318,20 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
 
     def _token_advantages(self, output: dict[str, Any]) -> torch.Tensor:
         """Each student token's advantage: the KL-folded return of its attempt (REINFORCE++, ``reinforce_pp``),
-        normalised over the global batch (or within its prompt's group); teacher tokens and padding get 0."""
+        normalised over the global batch (or within its prompt's group); teacher tokens and padding get 0. With
+        ``baseline=prompt`` each reward first loses its prompt's mean over every attempt (the authors' estimator)."""
         settings = self.socratic
-        groups = None
-        if settings.backend == "grpo":
-            groups = [i // self.num_generations for i in range(len(self._rewards))]
+        prompts = [i // self.num_generations for i in range(len(self._rewards))]  # TRL's global order: by prompt
+        rewards = prompt_centred(self._rewards, prompts) if settings.baseline == "prompt" else self._rewards
         return self._folded_advantages(
             output,
             [r.segments for r in self._rollouts],
-            self._rewards,
+            rewards,
             kl_coef=settings.reward_kl_coef,
             weighting=settings.normalize_over,
             eps=settings.advantage_eps,
-            groups=groups,
+            groups=prompts if settings.backend == "grpo" else None,
+            whitening=settings.whitening,
             kl_metric="socraticpo/reward_kl",
         )
 
