@@ -89,6 +89,7 @@ BAD_INPUTS = [
     (["algorithm.num_generations=3"], "algorithm.num_generations=3: must divide the generation batch"),
     (["algorithm.num_generations=1", "algorithm.batch_size=4"], "algorithm.num_generations=1: must be >= 2"),
     (["algorithm.learning_rate=0"], "algorithm.learning_rate=0.0: must be > 0"),
+    (["algorithm.warmup_steps=10"], "algorithm.warmup_steps=10: is ignored by lr_scheduler_type=constant"),
     (["algorithm.learning_rate=fast"], "algorithm.learning_rate='fast': expected float"),
     (["algorithm.loss_type=ppo"], "algorithm.loss_type='ppo': expected one of"),
     (["algorithm=socraticpo", "algorithm.loss_type=grpo"], "algorithm.loss_type='grpo': weighs a token by its packed"),

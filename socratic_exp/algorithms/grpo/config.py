@@ -96,6 +96,12 @@ class GRPO(Algorithm):
             f"must divide the generation batch (batch_size x steps_per_generation = {generation_batch})",
             f"pick a divisor of {generation_batch}, or change algorithm.batch_size",
         )
+        self.check(
+            "warmup_steps",
+            not (self.warmup_steps and self.lr_scheduler_type == "constant"),
+            "is ignored by lr_scheduler_type=constant (transformers' constant schedule has no warm-up)",
+            "set algorithm.lr_scheduler_type=constant_with_warmup",
+        )
         clashes = sorted(set(self.trl_args) & ({f.name for f in dataclasses.fields(self)} | RUN_MANAGED_KEYS))
         self.check(
             "trl_args",
