@@ -14,7 +14,7 @@ from conftest import compose, run_dirs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from socratic_exp.core.errors import UserError
+from socratic_exp.core.errors import ConfigError, UserError
 from socratic_exp.core.run_folder import read_summary
 from socratic_exp.models.generation import as_model_input
 from socratic_exp.runtime.assembly import build_components
@@ -157,6 +157,32 @@ def test_sciknoweval_types_and_option_shuffling(data_dir):
     for before, after in zip(plain, mixed, strict=True):  # the same option is right, under its new letter
         assert option_text(before) == option_text(after)
     assert mixed == SciKnowEvalTask(data_dir=root, domain="physics", shuffle_options=True).load_rows("all")
+
+
+def test_sciknoweval_in_the_authors_prompt_style(data_dir):
+    """The authors' data format: their system turn, 'A: ...' options, a closing line; only an exact
+    <answer>\\nX\\n</answer> block is graded, the last one counting."""
+    root = str(data_dir / "sciknoweval")
+    ours = SciKnowEvalTask(data_dir=root, domain="physics").load_rows("all")
+    authors_task = SciKnowEvalTask(data_dir=root, domain="physics", prompt_style="authors")
+    authors = authors_task.load_rows("all")
+    assert [row["answer"] for row in authors] == [row["answer"] for row in ours]
+    row = authors[0]
+    assert row["prompt"].endswith("\nPlease reason step by step.") and "\nA: " in row["prompt"]
+    assert row["prompt"].replace(": ", ". ").removesuffix("\nPlease reason step by step.") == ours[0][
+        "prompt"
+    ].replace(": ", ". ")
+    assert authors_task.instruction().startswith("\nGiven a question and four options, please select")
+    verify = authors_task.verify
+    assert verify("<reasoning>r</reasoning>\n<answer>\nC\n</answer>", "C").score == 1.0
+    assert verify("<answer>\r\nC\r\n</answer>", "C").score == 1.0  # line endings normalised
+    assert verify("<answer>\nA\n</answer> then <answer>\nC\n</answer>", "C").score == 1.0  # the last block
+    assert verify("<answer>\nC\n</answer> then <answer>\nA\n</answer>", "C").reason == "wrong"
+    for loose in ("<answer>C</answer>", "<answer>\nc\n</answer>", "<answer>\n C\n</answer>", "The answer is C."):
+        assert verify(loose, "C").reason == "format", loose  # ours accepts the first two
+    assert SciKnowEvalTask(data_dir=root, domain="physics").verify("<answer>C</answer>", "C").score == 1.0
+    with pytest.raises(ConfigError, match=r"task.types=\['mcq-2-choices'\]: are not the authors' four-option"):
+        SciKnowEvalTask(data_dir=root, types=["mcq-2-choices"], prompt_style="authors")
 
 
 def option_text(row: dict) -> str:

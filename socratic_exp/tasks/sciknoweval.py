@@ -49,6 +49,15 @@ CHOICE_INSTRUCTION = (
     "then give only the letter of the correct option inside <answer>...</answer>, for example <answer>A</answer>."
 )
 YES_NO_NOTE = " For a yes/no question, the answer is Yes or No, for example <answer>Yes</answer>."
+# SocraticPO's authors' data (Liuz-rui/SocraticPO, data/sciknoweval_without_solution/*/*.parquet): their system turn,
+# options as "A: ..." lines, and a closing line; their verifier reads only an exact <answer>\nX\n</answer> block.
+AUTHORS_INSTRUCTION = (
+    "\nGiven a question and four options, please select the right answer. Respond in the following format:\n"
+    "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n\nFor the answer, only output the letter "
+    "corresponding to the correct option (A, B, C, or D), and nothing else. Do not restate the answer text. For "
+    'example, if the answer is "A", just output:\n<answer>\nA\n</answer>\n'
+)
+AUTHORS_CLOSING = "Please reason step by step."
 
 
 def is_folder(path: str) -> bool:
@@ -74,6 +83,12 @@ class SciKnowEvalTask(BenchmarkTask):
         0.1, "held-out share per domain (SDPO's train_test_split(test_size, seed=split_seed))", gt=0.0, lt=1.0
     )
     shuffle_options: bool = setting(False, "re-order each question's options, seeded (removes answer-position bias)")
+    prompt_style: Literal["ours", "authors"] = setting(
+        "ours",
+        "ours: 'A. ...' options, our instruction, the letter in the last <answer> tag | authors: SocraticPO's "
+        "authors' data and verifier ('A: ...' options, their system turn and closing line, only an exact "
+        "<answer>\\nX\\n</answer> block counts)",
+    )
 
     name: ClassVar[str] = "sciknoweval"
     metric_group: ClassVar[str | None] = "domain"  # accuracy per domain and their unweighted mean, as papers report
@@ -89,6 +104,12 @@ class SciKnowEvalTask(BenchmarkTask):
                 "point it at SciKnowEval's raw_data/ folder (holding <Domain>/L3/*.jsonl)",
             )
         self.check("types", bool(self.types), "selects no question type", f"use some of {CHOICE_TYPES}")
+        self.check(
+            "types",
+            self.prompt_style == "ours" or self.types == ["mcq-4-choices"],
+            "are not the authors' four-option questions, which task.prompt_style=authors grades (A-D)",
+            "set task.types=[mcq-4-choices], or task.prompt_style=ours",
+        )
         for kind in self.types:
             self.check(
                 "types",
@@ -100,6 +121,8 @@ class SciKnowEvalTask(BenchmarkTask):
     def instruction(self) -> str:
         if self.system_prompt is not None:
             return self.system_prompt
+        if self.prompt_style == "authors":
+            return AUTHORS_INSTRUCTION
         return CHOICE_INSTRUCTION + (YES_NO_NOTE if set(self.types) & set(YES_NO_TYPES) else "")
 
     # --- loading ----------------------------------------------------------------------------------------------
@@ -203,11 +226,15 @@ class SciKnowEvalTask(BenchmarkTask):
         if self.shuffle_options:
             random.Random(f"{self.split_seed}-options-{question}-{options}").shuffle(order)
         letters = [chr(ord("A") + i) for i in range(len(options))]
-        lines = "\n".join(f"{letter}. {options[old]}" for letter, old in zip(letters, order, strict=True))
-        return f"{question}\n\n{lines}", letters[order.index(labels.index(key))]
+        mark = ":" if self.prompt_style == "authors" else "."
+        lines = "\n".join(f"{letter}{mark} {options[old]}" for letter, old in zip(letters, order, strict=True))
+        closing = f"\n{AUTHORS_CLOSING}" if self.prompt_style == "authors" else ""
+        return f"{question}\n\n{lines}{closing}", letters[order.index(labels.index(key))]
 
     # --- verifier ---------------------------------------------------------------------------------------------
     def verify(self, completion: str, answer: str) -> Verdict:
         if answer in ("Yes", "No"):
             return verifiers.verify_yes_no(completion, answer)
+        if self.prompt_style == "authors":
+            return verifiers.verify_choice_block(completion, answer)
         return verifiers.verify_choice(completion, answer)

@@ -222,6 +222,22 @@ def verify_choice(completion: object, answer: str) -> Verdict:
     return Verdict(1.0, CORRECT, letter) if letter == answer.strip().upper() else Verdict(0.0, WRONG, letter)
 
 
+_ANSWER_BLOCK = re.compile(r"<answer>\n([ABCD])\n</answer>")
+
+
+def verify_choice_block(completion: object, answer: str) -> Verdict:
+    """Multiple choice as SocraticPO's authors grade it (``reward_score/sci_eval.py``): the letter of the last exact
+    ``<answer>\nX\n</answer>`` block, X one of A-D in upper case (line endings normalised first)."""
+    text = _tail(completion).replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        return Verdict(0.0, EMPTY)
+    matches = _ANSWER_BLOCK.findall(text)
+    if not matches:
+        return Verdict(0.0, FORMAT)
+    letter = matches[-1]
+    return Verdict(1.0, CORRECT, letter) if letter == answer.strip().upper() else Verdict(0.0, WRONG, letter)
+
+
 def yes_no(word: str) -> str | None:
     """``Yes`` / ``No`` for yes / true / no / false (any case), else None."""
     return _YES_NO.get(word.strip().lower())

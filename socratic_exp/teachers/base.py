@@ -183,8 +183,15 @@ class Teacher(Component):
     log_samples: int = setting(
         16, "(question, attempt, guidance) rows kept per logging interval for the W&B table (0: none)", ge=0
     )
+    answer_tokens: int | None = setting(
+        None,
+        "the student's latest answer cut to its first N tokens (the student's tokenizer) before the teacher reads "
+        "it (null: the whole answer; SocraticPO's authors cut at 1024)",
+        ge=1,
+    )
 
     def __post_init__(self) -> None:
+        self._student_tokenizer: Any = None
         self.stats = TeacherStats()
         self._samples: list[dict[str, Any]] = []
         self._seen = 0
@@ -196,7 +203,9 @@ class Teacher(Component):
         """Cheap start-up checks before any model loads (e.g. that a server answers); raise UserError."""
 
     def attach(self, task: Task, student: Student) -> None:
-        """Called once the task and student exist (a self-guiding teacher shares the student's weights)."""
+        """Called once the task and student exist (a self-guiding teacher shares the student's weights); an option
+        that attaches more calls this first."""
+        self._student_tokenizer = student.tokenizer
 
     def close(self) -> None:
         """Release clients, threads and models."""
@@ -212,9 +221,7 @@ class Teacher(Component):
         """Concise corrective guidance for each request's latest (wrong) attempt."""
         if not requests:
             return []
-        shown = [
-            r if self.access_ground_truth else dataclasses.replace(r, answer=None, reference=None) for r in requests
-        ]
+        shown = [self._shown(r) for r in requests]
         start = time.perf_counter()
         texts = self._guide(shown)
         self.stats.add(calls=1, requests=len(requests), latency_s=time.perf_counter() - start)
@@ -232,6 +239,18 @@ class Teacher(Component):
             yield self.stats
         finally:
             self.stats = saved
+
+    def _shown(self, request: GuidanceRequest) -> GuidanceRequest:
+        """The request as the teacher reads it: the ground truth blanked without access, the answer cut."""
+        if not self.access_ground_truth:
+            request = dataclasses.replace(request, answer=None, reference=None)
+        if self.answer_tokens and self._student_tokenizer is not None:
+            tokenizer, latest = self._student_tokenizer, request.latest
+            ids = tokenizer(latest.completion, add_special_tokens=False)["input_ids"]
+            if len(ids) > self.answer_tokens:
+                cut = dataclasses.replace(latest, completion=tokenizer.decode(ids[: self.answer_tokens]))
+                request = dataclasses.replace(request, attempts=(*request.attempts[:-1], cut))
+        return request
 
     def metrics(self) -> dict[str, float]:
         """``teacher/*`` counters since the last call."""

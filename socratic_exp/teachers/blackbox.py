@@ -149,6 +149,7 @@ class BlackboxTeacher(Reflective):
             self._loop.run(self._check_server())
 
     def attach(self, task: Any, student: Any) -> None:
+        super().attach(task, student)
         self._start()
 
     def close(self) -> None:

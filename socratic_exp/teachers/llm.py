@@ -97,6 +97,7 @@ class LLMTeacher(TrainableReflective):
         )
 
     def attach(self, task: Task, student: Student) -> None:
+        super().attach(task, student)
         from socratic_exp.models.base import Student as StudentCls
 
         template_kwargs = {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}

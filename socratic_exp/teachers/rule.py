@@ -107,6 +107,7 @@ class RuleTeacher(Reflective):
         super().__post_init__()
 
     def attach(self, task: Task, student: Student) -> None:
+        super().attach(task, student)
         self._arithmetic = isinstance(task, ArithmeticTask)
 
     def cannot_reflect_on(self, task: Task) -> str | None:
