@@ -79,3 +79,16 @@ def test_an_unassisted_evaluation_before_training_asks_no_teacher_and_the_table_
     assert CountingTeacher.calls == 0 and "eval/assisted_acc" not in metrics and "eval/greedy_acc" in metrics
     table = result_table(metrics, {**metrics, "eval/assisted_acc": 0.5}, assisted_attempts=2)
     assert "eval/assisted_acc             - ->  0.500" in table
+
+
+def test_nucleus_sampling_reaches_generation():
+    """eval.top_p reaches the sampler: a nucleus this small keeps only the likeliest token, so sampling returns the
+    greedy answers; the whole distribution (top_p 1) returns others."""
+    from socratic_exp.models.generation import generate
+
+    student = untrained_student()
+    prompts = [row["prompt"] for row in ArithmeticTask(train_size=10, eval_size=8, probe_size=0).build()["eval"]]
+    common = {"max_new_tokens": 10, "batch_size": 8, "seed": 0}
+    greedy = generate(student, prompts, **common)
+    assert generate(student, prompts, sample=True, top_p=1e-6, **common) == greedy
+    assert generate(student, prompts, sample=True, top_p=1.0, **common) != greedy

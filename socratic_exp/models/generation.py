@@ -39,6 +39,7 @@ def generate(
     batch_size: int,
     sample: bool = False,
     temperature: float = 1.0,
+    top_p: float = 1.0,
     num_return_sequences: int = 1,
     progress: str | None = None,
     seed: int | None = None,
@@ -54,7 +55,7 @@ def generate(
     if student.engine is not None:  # the run's vLLM engine (models/vllm_engine.py)
         return student.engine.generate(
             student, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, sample=sample,
-            temperature=temperature, num_return_sequences=num_return_sequences, progress=progress, seed=seed,
+            temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences, progress=progress, seed=seed,
             instruction=instruction,
         )  # fmt: skip
     import torch
@@ -84,7 +85,7 @@ def generate(
                         max_new_tokens=max_new_tokens,
                         do_sample=sample,
                         temperature=temperature if sample else None,
-                        top_p=None,
+                        top_p=top_p if sample and top_p < 1.0 else None,
                         top_k=None,
                         num_return_sequences=num_return_sequences,
                         pad_token_id=tokenizer.pad_token_id,

@@ -42,6 +42,7 @@ class VLLMEngine:
         batch_size: int,
         sample: bool,
         temperature: float,
+        top_p: float,
         num_return_sequences: int,
         progress: str | None,
         seed: int | None,
@@ -62,6 +63,7 @@ class VLLMEngine:
             n=num_return_sequences,
             max_tokens=max_new_tokens,
             temperature=temperature if sample else 0.0,
+            top_p=top_p if sample else 1.0,
             seed=seed if sample else None,
             skip_special_tokens=True,
         )

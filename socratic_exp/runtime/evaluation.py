@@ -37,6 +37,7 @@ class EvalSettings(Component):
     max_new_tokens: int = setting(64, "tokens generated per evaluation answer at most", ge=1)
     pass_k: int = setting(4, "k of pass@k, sampled at eval.temperature (0: greedy accuracy only)", ge=0)
     temperature: float = setting(1.0, "sampling temperature of the pass@k samples", gt=0.0)
+    top_p: float = setting(1.0, "nucleus sampling of the pass@k samples (1: off)", gt=0.0, le=1.0)
     sampling_seed: int = setting(
         0, "seed of the pass@k samples: comparable across runs, the training RNG untouched", ge=0
     )
@@ -126,6 +127,7 @@ class Evaluator:
                 mine,
                 sample=True,
                 temperature=settings.temperature,
+                top_p=settings.top_p,
                 num_return_sequences=k,
                 progress=f"{label}: pass@{k}",
                 seed=settings.sampling_seed,
