@@ -25,7 +25,11 @@ JOBS = {
     "evidence_sparse": {None: 7 * 5},
     "goldilocks_vs_uniform": {**dict.fromkeys(ARITHMETIC, 2 * 2 * 3), "goldilocks_openmath": 2 * 1 * 3},
     "socratic_rl": {**dict.fromkeys(ARITHMETIC, 3 * 2 * 2 * 3), "socratic_rl_gsm8k": 3 * 2 * 2 * 3},
-    "socraticpo_ablation": {**dict.fromkeys(ARITHMETIC, 3 * 2 * 3), "socraticpo_sciknoweval": 3 * 2 * 3},
+    "socraticpo_ablation": {
+        **dict.fromkeys(ARITHMETIC, 3 * 2 * 3),
+        "socraticpo_sciknoweval": 3 * 2 * 3,
+        "socraticpo_official_sciknoweval": 3 * 1 * 3,  # the authors' only teacher: the frozen starting model
+    },
     "vpd_ablation": {**dict.fromkeys(ARITHMETIC, 10 * 3), "vpd_sciknoweval": 7 * 3, "sdpo_sciknoweval": 7 * 3},
 }
 # the refusal's reason, by hand, for every pair not in JOBS
@@ -37,11 +41,12 @@ NO_AXIS = "gives no values for the sweep's setup-specific axis"  # a paper overl
 def expected_refusal(sweep: str, overlay: str) -> str:
     if sweep in REASONS:
         return REASONS[sweep]
-    methods = {"entropy_quantile": "entropy_masked", "socratic_rl": "socratic_rl", "socraticpo_ablation": "socraticpo"}
+    methods = {"entropy_quantile": ["entropy_masked"], "socratic_rl": ["socratic_rl"],
+               "socraticpo_ablation": ["socraticpo", "socraticpo_official"]}  # fmt: skip
     own = {"entropy_masked_dapo_qwen3": "entropy_masked", "goldilocks_openmath": "grpo", "vpd_sciknoweval": "vpd",
            "sdpo_sciknoweval": "sdpo_official", "socratic_rl_gsm8k": "socratic_rl",
-           "socraticpo_sciknoweval": "socraticpo"}  # fmt: skip
-    if sweep in methods and own[overlay] != methods[sweep]:
+           "socraticpo_sciknoweval": "socraticpo", "socraticpo_official_sciknoweval": "socraticpo_official"}  # fmt: skip
+    if sweep in methods and own[overlay] not in methods[sweep]:
         return ALGORITHM_CLASH
     if sweep == "vpd_ablation" and own[overlay] not in ("vpd", "sdpo", "sdpo_official"):
         return ALGORITHM_CLASH
@@ -95,6 +100,25 @@ def test_the_paper_pairs_take_the_overlays_axis_values():
     # a value typed on the command line wins over the setup's, as any Hydra sweep axis
     jobs = job_overrides("+sweep=socraticpo_ablation", "experiment=socraticpo_sciknoweval", "axes.teachers=llm")
     assert {j[1] for j in jobs} == {"teacher=llm"}
+
+
+def test_the_ablation_runs_over_the_method_the_setup_chooses():
+    """The SocraticPO ablation keeps the setup's preset of the method (the authors' settings stay in every job), and
+    refuses another method typed on the command line."""
+    for setup, attempts in ((["algorithm=socraticpo_official"], 2), (["experiment=socraticpo_official_sciknoweval"], 2),
+                            ([], 3)):  # fmt: skip
+        for job in job_overrides("+sweep=socraticpo_ablation", *setup):
+            cfg = compose(*job)
+            assert cfg.algorithm.max_attempts == attempts and cfg.algorithm.baseline == (
+                "prompt" if attempts == 2 else "none"
+            ), job
+    check_setup("socraticpo_ablation", None, algorithm="socraticpo_official")
+    with pytest.raises(UserError) as refused:
+        check_setup("socraticpo_ablation", None, algorithm="grpo")
+    assert str(refused.value) == (
+        "+sweep=socraticpo_ablation with algorithm=grpo: the sweep ablates algorithm=socraticpo or "
+        "algorithm=socraticpo_official (fix: drop algorithm=grpo, or choose algorithm=socraticpo)"
+    )
 
 
 def test_a_refused_pair_stops_the_launch_in_one_line(run_app):

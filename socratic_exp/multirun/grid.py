@@ -4,8 +4,9 @@ A sweep file (``sweeps/<name>.yaml``) varies axes (and seeds); the setup (model,
 testbed's when no overlay is given, else the experiment overlay's (``experiment=<name>``). Its ``grid`` block says
 what it needs of that setup:
 
-- ``algorithms``: the methods whose ablation it is; an overlay made for another method is refused (its method
-  settings would not apply). Empty: any setup.
+- ``algorithms``: the methods whose ablation it is (a method and its presets, e.g. ``socraticpo`` and
+  ``socraticpo_official``); an overlay made for another method, or another method chosen on the command line, is
+  refused (its method settings would not apply). Empty: any setup.
 - ``axes``: setup-specific axes, read from ``axes.<name>`` (``conf/config.yaml`` holds the testbed's values, which
   assume the testbed's arithmetic task: the rule teacher diagnoses arithmetic). An overlay that changes the task must
   give them (``axes.teachers: qwen27b,llm``), or the pair is refused.
@@ -89,12 +90,21 @@ def _default_choice(group: str) -> str:
     raise KeyError(group)
 
 
-def check_setup(sweep: str, experiment: str | None, overrides: Sequence[str] = ()) -> None:
+def check_setup(
+    sweep: str, experiment: str | None, overrides: Sequence[str] = (), algorithm: str | None = None
+) -> None:
     """Refuse, in one line naming both, a sweep over an overlay it makes no sense on (see the module docstring).
-    ``overrides``: the command line's, whose ``axes.<name>=...`` gives an axis as an overlay would."""
-    if experiment in (None, "", "None", "null"):
-        return
+    ``overrides``: the command line's, whose ``axes.<name>=...`` gives an axis as an overlay would; ``algorithm``:
+    the method the jobs compose to (the overlay's, or the command line's)."""
     grid = Grid.load(sweep)
+    if experiment in (None, "", "None", "null"):
+        if grid.algorithms and algorithm is not None and algorithm not in grid.algorithms:
+            raise UserError(
+                f"+sweep={sweep} with algorithm={algorithm}: the sweep ablates "
+                + " or ".join(f"algorithm={a}" for a in grid.algorithms),
+                f"drop algorithm={algorithm}, or choose algorithm={grid.algorithms[0]}",
+            )
+        return
     pair = f"+sweep={sweep} with experiment={experiment}"
     if grid.testbed_only:
         raise UserError(

@@ -28,7 +28,7 @@ class SweepStatus(Callback):
         choices = config.hydra.runtime.choices
         try:
             if choices.get("sweep"):
-                check_setup(str(choices["sweep"]), choices.get("experiment"), overrides)
+                check_setup(str(choices["sweep"]), choices.get("experiment"), overrides, choices.get("algorithm"))
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
