@@ -113,6 +113,46 @@ def test_the_command_names_a_bad_option_and_exits_2(capsys):
 
 
 @pytest.mark.slow
+def test_socraticpo_attempt_reach_follows_the_trainers_stop_rule():
+    """Characters as tokens; max_position_embeddings 200, max_completion_length 4: an attempt follows when context +
+    attempt + TURN_BUDGET (96) <= 196, i.e. context + attempt <= 100 characters."""
+    from types import SimpleNamespace
+
+    from socratic_exp.algorithms.socraticpo.evidence import RetryOutcome, attempt_reach
+
+    def row(prompt_chars, level):
+        return {"prompt": "P" * prompt_chars, "difficulty": level}
+
+    rows = [row(10, 1), row(10, 1), row(10, 2), row(10, 2), row(50, 2)]
+    outcomes = [  # (the wrong first attempt, the guided second's score, the guidance, the guided attempt)
+        RetryOutcome(rows[1], "a" * 20, 1.0, 0, 0, "", "g" * 20),  # 30 <= 100: a 2nd attempt, right: no 3rd
+        RetryOutcome(rows[2], "a" * 20, 0.0, 0, 0, "b" * 60, "g" * 20),  # 2nd; then 10+20+1+20+1 + 60 = 112: cut
+        RetryOutcome(rows[3], "a" * 20, 0.0, 0, 0, "b" * 10, "g" * 5),  # 2nd; 37 + 10 = 47: a 3rd
+        RetryOutcome(rows[4], "a" * 60, 0.0, 0, 0, "b", "g"),  # 50 + 60 = 110: cut after the 1st
+    ]
+    student = SimpleNamespace(
+        chat=False,
+        model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=200)),
+        tokenizer=lambda text, add_special_tokens: {"input_ids": list(text)},
+    )
+
+    def bench(attempts):
+        algorithm = SimpleNamespace(max_attempts=attempts, max_completion_length=4)
+        return SimpleNamespace(student=student, c=SimpleNamespace(algorithm=algorithm), eval_rows=rows,
+                               common={"instruction": ""}, prompt=lambda r: r["prompt"])  # fmt: skip
+
+    assert attempt_reach(bench(3), outcomes) == {
+        "socraticpo/reach/attempt2/d1": 0.5, "socraticpo/reach/attempt3/d1": 0.0, "socraticpo/context_cut/d1": 0.0,
+        "socraticpo/reach/attempt2/d2": pytest.approx(2 / 3), "socraticpo/reach/attempt3/d2": pytest.approx(1 / 3),
+        "socraticpo/context_cut/d2": pytest.approx(2 / 3),
+    }  # fmt: skip
+    # K = 2: the third attempt is not the rule's to cut, so only the 50-character question is cut
+    assert attempt_reach(bench(2), outcomes) == {
+        "socraticpo/reach/attempt2/d1": 0.5, "socraticpo/context_cut/d1": 0.0,
+        "socraticpo/reach/attempt2/d2": pytest.approx(2 / 3), "socraticpo/context_cut/d2": pytest.approx(1 / 3),
+    }  # fmt: skip
+
+
 def test_the_command_measures_every_premise_shows_progress_and_writes_the_figures(tmp_path, cache_dir, capsys):
     import json
 

@@ -45,7 +45,8 @@ def expected_refusal(sweep: str, overlay: str) -> str:
                "socraticpo_ablation": ["socraticpo", "socraticpo_official"]}  # fmt: skip
     own = {"entropy_masked_dapo_qwen3": "entropy_masked", "goldilocks_openmath": "grpo", "vpd_sciknoweval": "vpd",
            "sdpo_sciknoweval": "sdpo_official", "socratic_rl_gsm8k": "socratic_rl",
-           "socraticpo_sciknoweval": "socraticpo", "socraticpo_official_sciknoweval": "socraticpo_official"}  # fmt: skip
+           "socraticpo_sciknoweval": "socraticpo",
+           "socraticpo_official_sciknoweval": "socraticpo_official"}  # fmt: skip
     if sweep in methods and own[overlay] not in methods[sweep]:
         return ALGORITHM_CLASH
     if sweep == "vpd_ablation" and own[overlay] not in ("vpd", "sdpo", "sdpo_official"):

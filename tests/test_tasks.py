@@ -169,9 +169,9 @@ def test_sciknoweval_in_the_authors_prompt_style(data_dir):
     assert [row["answer"] for row in authors] == [row["answer"] for row in ours]
     row = authors[0]
     assert row["prompt"].endswith("\nPlease reason step by step.") and "\nA: " in row["prompt"]
-    assert row["prompt"].replace(": ", ". ").removesuffix("\nPlease reason step by step.") == ours[0][
-        "prompt"
-    ].replace(": ", ". ")
+    assert row["prompt"].replace(": ", ". ").removesuffix("\nPlease reason step by step.") == ours[0]["prompt"].replace(
+        ": ", ". "
+    )
     assert authors_task.instruction().startswith("\nGiven a question and four options, please select")
     verify = authors_task.verify
     assert verify("<reasoning>r</reasoning>\n<answer>\nC\n</answer>", "C").score == 1.0

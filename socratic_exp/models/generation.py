@@ -55,8 +55,8 @@ def generate(
     if student.engine is not None:  # the run's vLLM engine (models/vllm_engine.py)
         return student.engine.generate(
             student, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size, sample=sample,
-            temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences, progress=progress, seed=seed,
-            instruction=instruction,
+            temperature=temperature, top_p=top_p, num_return_sequences=num_return_sequences, progress=progress,
+            seed=seed, instruction=instruction,
         )  # fmt: skip
     import torch
 

@@ -1,7 +1,9 @@
 """SocraticPO's premise and claims, as the study measures them (``socratic_exp.study``).
 
 Premise: of the student's wrong first attempts, the share a second attempt gets right after the teacher's guidance,
-after SocraticPO's fixed retry line ("w/o tg") and with no context at all (a fresh draw).
+after SocraticPO's fixed retry line ("w/o tg") and with no context at all (a fresh draw). Beside it, by difficulty
+(the testbed's operation count), the share of rollouts that reach each attempt under the trainer's stop rule, and the
+share that rollout's context cuts short (``attempt_reach``): how many of the K attempts the testbed lets happen.
 Claims (Table 2): interactive rollouts beat GRPO, and each ablation ("w/o tg", "w/o rd") loses to the full method;
 the composition arm (SocraticPO with the Goldilocks sampler and the entropy mask, ours) is scored here too, being
 SocraticPO with two overlays.
@@ -65,10 +67,59 @@ class RetryOutcome:
     retry: float
     fresh: float
     guided_attempt: str = ""
+    guidance: str = ""
 
 
 def premises(bench: Bench) -> dict[str, float]:
-    return fix_rates(retries(bench), len(bench.eval_rows))
+    outcomes = retries(bench)
+    return fix_rates(outcomes, len(bench.eval_rows)) | attempt_reach(bench, outcomes)
+
+
+def attempt_reach(bench: Bench, outcomes: Sequence[RetryOutcome]) -> dict[str, float]:
+    """By difficulty d, of the eval questions: ``reach/attempt<k>/d<d>``, the share whose rollout makes a k-th
+    attempt (k = 2, 3 within algorithm.max_attempts), and ``context_cut/d<d>``, the share whose rollout stops wrong
+    before K because another guidance turn and attempt would not fit the model's context: the trainer's rule,
+    context + attempt + TURN_BUDGET > max_position_embeddings - max_completion_length, on the sampled first and guided
+    second attempts (token counts of the rendered text)."""
+    from socratic_exp.algorithms.socraticpo.trainer import TURN_BUDGET
+    from socratic_exp.models.generation import as_model_input
+    from socratic_exp.teachers.base import extend_context
+
+    student, algorithm = bench.student, bench.c.algorithm
+    attempts = min(getattr(algorithm, "max_attempts", 1), 3)
+    limit = getattr(student.model.config, "max_position_embeddings", None)
+    room = limit - algorithm.max_completion_length if limit else None
+
+    def fits(context: object, attempt: str) -> bool:
+        text = as_model_input(student, context, bench.common["instruction"])
+        used = len(student.tokenizer(text + attempt, add_special_tokens=False)["input_ids"])
+        return room is None or used + TURN_BUDGET <= room
+
+    wrong = {id(o.row): o for o in outcomes}
+    reached: dict[int, list[int]] = {}  # difficulty -> the attempts each question's rollout makes
+    cut: dict[int, list[bool]] = {}  # difficulty -> whether the context stopped it
+    for row in bench.eval_rows:
+        steps = []  # (context, attempt) before each further attempt, while the attempt before was wrong
+        if (outcome := wrong.get(id(row))) is not None:
+            steps.append((bench.prompt(row), outcome.attempt))
+            if outcome.guided < 1.0:
+                guided = extend_context(bench.prompt(row), outcome.attempt, outcome.guidance)
+                steps.append((guided, outcome.guided_attempt))
+        made, stopped = 1, False
+        for context, attempt in steps[: attempts - 1]:
+            if not fits(context, attempt):
+                stopped = True
+                break
+            made += 1
+        level = int(row.get("difficulty") or 0)
+        reached.setdefault(level, []).append(made)
+        cut.setdefault(level, []).append(stopped)
+    figures = {}
+    for level in sorted(reached):
+        for k in range(2, attempts + 1):
+            figures[f"socraticpo/reach/attempt{k}/d{level}"] = statistics.fmean(m >= k for m in reached[level])
+        figures[f"socraticpo/context_cut/d{level}"] = statistics.fmean(cut[level])
+    return figures
 
 
 def fix_rates(outcomes: Sequence[RetryOutcome], questions: int) -> dict[str, float]:
@@ -114,6 +165,7 @@ def retries(bench: Bench) -> list[RetryOutcome]:
             attempt,
             **{name: bench.score(seconds[name][i], row) for name in seconds},
             guided_attempt=seconds["guided"][i],
+            guidance=guidance[i],
         )
         for i, (row, attempt) in enumerate(wrong)
     ]
