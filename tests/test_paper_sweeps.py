@@ -84,6 +84,27 @@ def test_socraticpo_ablation_over_the_sciknoweval_setup(run_app, standin, teache
     assert {s["config"]["task"]["_target_"] for s in summaries} == {"socratic_exp.tasks.sciknoweval.SciKnowEvalTask"}
 
 
+def test_socraticpo_ablation_over_the_authors_setup(run_app, standin, data_dir):
+    """The authors' run (their preset, their frozen-copy teacher served under its name, their prompt style), one job
+    per variant, a run per domain as the authors run theirs: two domains here."""
+    with StubServer(model="Qwen/Qwen3-4B-Instruct-2507") as server:
+        summaries = sweep_over_overlay(
+            run_app, standin, server.url, "socraticpo_official_sciknoweval", "socraticpo_ablation",
+            f"task.data_dir={data_dir / 'sciknoweval'}", "task.domain=biology,physics",
+        )  # fmt: skip
+    assert len(summaries) == 6  # 3 variants x the one teacher x 2 domains
+    cells = sorted((s["config"]["task"]["domain"], s["config"]["algorithm"]["guidance"],
+                    s["config"]["algorithm"]["reward_decay"]) for s in summaries)  # fmt: skip
+    assert cells == [(domain, guidance, decay) for domain in ("biology", "physics")
+                     for guidance, decay in (("fixed_retry", True), ("teacher", False), ("teacher", True))]  # fmt: skip
+    for summary in summaries:
+        config = summary["config"]
+        assert summary["choices"]["teacher"] == "socraticpo_official"
+        assert (config["algorithm"]["max_attempts"], config["algorithm"]["baseline"]) == (2, "prompt")
+        assert config["algorithm"]["retry_prompt"] == "Your answer is incorrect. Please try again."
+        assert config["task"]["prompt_style"] == "authors" and config["eval"]["top_p"] == 0.95
+
+
 def test_vpd_ablation_over_the_sciknoweval_setup(run_app, standin, teacher_url, data_dir):
     summaries = sweep_over_overlay(
         run_app, standin, teacher_url, "vpd_sciknoweval", "vpd_ablation", f"task.data_dir={data_dir / 'sciknoweval'}"

@@ -574,6 +574,31 @@ def test_socraticpo_runs_end_to_end(run_in_process, variant):
         assert not kept
 
 
+@pytest.mark.slow
+def test_the_authors_preset_runs_end_to_end_on_the_testbed(run_in_process):
+    """algorithm=socraticpo_official: two attempts at most, no KL (no reference copy), one rollout batch for four
+    updates (steps_per_generation 4: 64 completions generated, 16 per update)."""
+    proc, outputs = run_in_process(
+        "algorithm=socraticpo_official", "teacher=rule", "debug=fast", "debug=quick_warmstart", "logger=none"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [run_dir] = run_dirs(outputs)
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed" and summary["steps"] == 4
+    config = summary["config"]["algorithm"]
+    assert (config["max_attempts"], config["baseline"], config["whitening"], config["kl_coef"]) == (
+        2,
+        "prompt",
+        "verl",
+        0,
+    )
+    lines = read_metrics(run_dir)
+    rollouts = [line for line in lines if "socraticpo/unassisted_acc" in line]
+    assert len(rollouts) == 1  # the four updates share one generation batch
+    assert "socraticpo/active_share/step2" in rollouts[0] and "socraticpo/active_share/step3" not in rollouts[0]
+    assert not any("socraticpo/reward_kl" in line for line in lines)
+
+
 def test_socraticpo_needs_a_teacher_for_teacher_guidance():
     from socratic_exp.core.errors import ConfigError
     from socratic_exp.runtime.assembly import build_components
