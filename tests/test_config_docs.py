@@ -346,7 +346,7 @@ def test_help_lists_the_sweeps_arm_groups_apart():
     text = _help()
     users, arms = text.split("== Configuration groups ==", 1)[1].split("Sweep arms (internal", 1)
     arms = arms.split("== Config ==", 1)[0]
-    assert re.search(r"^teacher: blackbox, llm, none, qwen27b, rule$", users, flags=re.MULTILINE)
+    assert re.search(r"^teacher: blackbox, llm, none, qwen27b, rule, socraticpo_official$", users, flags=re.MULTILINE)
     assert not re.search(r"^(evidence_arm|variant|vpd_arm)\b", users, flags=re.MULTILINE)
     evidence = r"\(\+sweep=evidence / evidence_headroom / evidence_sparse\)"
     assert re.search(rf"^evidence_arm: composition, .*{evidence}$", arms, flags=re.MULTILINE)

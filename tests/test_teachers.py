@@ -141,6 +141,25 @@ def test_rule_teacher_without_access_never_sees_the_answer(rule_teacher, monkeyp
     assert seen[0].answer is None and seen[0].reference is None
 
 
+def test_the_teacher_reads_the_answer_cut_to_answer_tokens(monkeypatch):
+    """teacher.answer_tokens: the latest attempt cut to its first N tokens of the student's tokenizer (characters,
+    for the tiny model's); a shorter one is left whole."""
+    from types import SimpleNamespace
+
+    from socratic_exp.models.char_tokenizer import build_char_tokenizer
+
+    teacher = RuleTeacher(answer_tokens=5)
+    teacher.attach(
+        ArithmeticTask(train_size=10, eval_size=10, probe_size=0), SimpleNamespace(tokenizer=build_char_tokenizer())
+    )
+    seen = []
+    monkeypatch.setattr(teacher, "_guide", lambda requests: seen.extend(requests) or ["Hint: x"] * len(requests))
+    long, short = request_for("2+3*4", "2+3=5\nA: 5\n"), request_for("2+3*4", "A: 5")
+    teacher.guide([long, short])
+    assert [r.latest.completion for r in seen] == ["2+3=5", "A: 5"]
+    assert seen[0].question == long.question
+
+
 def test_rule_reflect_turns_recurring_errors_into_viewpoints(rule_teacher):
     question = prompt_for("2*(3+4)")
     wrong = Attempt("2*3=6\n6+4=10\nA: 10\n", 0.0, "wrong")

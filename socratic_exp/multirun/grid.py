@@ -4,9 +4,9 @@ A sweep file (``sweeps/<name>.yaml``) varies axes (and seeds); the setup (model,
 testbed's when no overlay is given, else the experiment overlay's (``experiment=<name>``). Its ``grid`` block says
 what it needs of that setup:
 
-- ``algorithms``: the methods whose ablation it is (a method and its presets, e.g. ``socraticpo`` and
-  ``socraticpo_official``); an overlay made for another method, or another method chosen on the command line, is
-  refused (its method settings would not apply). Empty: any setup.
+- ``algorithms``: the methods whose ablation it is (a method and its presets, such as an official-code preset); an
+  overlay made for another method, or another method chosen on the command line, is refused (its method settings
+  would not apply). Empty: any setup.
 - ``axes``: setup-specific axes, read from ``axes.<name>`` (``conf/config.yaml`` holds the testbed's values, which
   assume the testbed's arithmetic task: the rule teacher diagnoses arithmetic). An overlay that changes the task must
   give them (``axes.teachers: qwen27b,llm``), or the pair is refused.

@@ -205,7 +205,7 @@ class Teacher(Component):
     def attach(self, task: Task, student: Student) -> None:
         """Called once the task and student exist (a self-guiding teacher shares the student's weights); an option
         that attaches more calls this first."""
-        self._student_tokenizer = student.tokenizer
+        self._student_tokenizer = getattr(student, "tokenizer", None)
 
     def close(self) -> None:
         """Release clients, threads and models."""
