@@ -36,7 +36,8 @@ CLAIMS = (
     Claim("socraticpo>grpo", "SocraticPO, Table 1", "teacher-guided interactive rollouts beat GRPO", "socraticpo",
           "grpo", changes=GUIDED_ROLLOUT,
           differences="the backend: REINFORCE++ (backend, the KL to the initial policy in the return, advantages "
-          "normalised over the batch: normalize_over, advantage_eps) for GRPO's group-normalised advantages; "
+          "normalised over the batch: normalize_over, advantage_eps, baseline, whitening) for GRPO's group-normalised "
+          "advantages; "
           "socraticpo>reinforce_pp changes the guided rollout alone"),
     Claim("socraticpo>without_tg", "SocraticPO, Table 2", "the teacher's guidance beats a fixed retry prompt",
           "socraticpo", "socraticpo_without_tg", changes=("algorithm.guidance",)),
@@ -47,12 +48,14 @@ CLAIMS = (
           "socraticpo", "reinforce_pp", changes=GUIDED_ROLLOUT, margin=0.0236,
           margin_source="the paper's effect: Reinforce++ 0.7388, SocraticPO 0.7624 (Table 1, Qwen3.5-27B teacher)",
           differences="none in effect: the same REINFORCE++ named by each algorithm's settings (backend; kl_coef "
-          "null is REINFORCE++'s 0.01; baseline none; normalize_over attempts is responses with one attempt)"),
+          "null is REINFORCE++'s 0.01; baseline none; normalize_over attempts is responses with one attempt; "
+          "whitening std is REINFORCE++'s normalisation)"),
     Claim("composition>socraticpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat SocraticPO",
           "composition", "socraticpo", changes=("sampler.", "algorithm.entropy_mask.")),
     Claim("composition>grpo", "ours (no paper)", "SocraticPO + Goldilocks + entropy mask beat GRPO", "composition",
           "grpo", changes=(*GUIDED_ROLLOUT, "sampler.", "algorithm.entropy_mask."),
-          differences="SocraticPO's REINFORCE++ backend (backend, normalize_over, advantage_eps), as socraticpo>grpo"),
+          differences="SocraticPO's REINFORCE++ backend (backend, normalize_over, advantage_eps, baseline, "
+          "whitening), as socraticpo>grpo"),
 )  # fmt: skip
 
 
