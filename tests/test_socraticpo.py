@@ -98,6 +98,7 @@ def test_prompt_baseline_pools_every_attempt_of_the_prompts_rollouts():
     centred = prompt_centred(decayed_rewards(PARITY_OUTCOMES, decay=False), PARITY_PROMPTS)
     assert centred[3] == [pytest.approx(-0.8), pytest.approx(0.2)] and centred[7][1] == pytest.approx(0.875)
     assert prompt_centred([[1.0]], [0]) == [[1.0]]  # a group of one: verl's baseline is 0
+    assert prompt_centred([[1.0], [0.0]], [0, 0]) == [[0.5], [-0.5]]  # two attempts: their mean
     with pytest.raises(ValueError):
         prompt_centred([[1.0], [0.0]], [0])
 
@@ -109,6 +110,11 @@ def test_verl_whitening_uses_the_unbiased_variance_with_eps_inside_the_root():
     # ours, for contrast: population std sqrt(2/9) = 0.471405 + eps
     ours = normalized_returns([[[1.0, 1.0]], [[0.0]]], weighting="tokens", eps=1e-6)
     assert ours[0][0][0] == pytest.approx(0.707105, abs=1e-6)
+    # two tokens 1, 0: unbiased variance 0.25 * 2 / 1 = 0.5 -> +-0.5 / sqrt(0.5)
+    assert normalized_returns([[[1.0]], [[0.0]]], weighting="tokens", whitening="verl") == [
+        [[pytest.approx(0.707107, abs=1e-6)]],
+        [[pytest.approx(-0.707107, abs=1e-6)]],
+    ]
     # no spread: rsqrt(0 + 1e-8) keeps it finite, and a single token has no variance at all
     assert normalized_returns([[[0.5]], [[0.5]]], weighting="tokens", whitening="verl") == [[[0.0]], [[0.0]]]
     assert normalized_returns([[[0.5]]], weighting="tokens", whitening="verl") == [[[0.0]]]

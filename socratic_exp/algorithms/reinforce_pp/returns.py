@@ -91,11 +91,11 @@ def normalized_returns(
         total = sum(weight for weight, _ in items)
         mean = sum(weight * value for weight, value in items) / total
         variance = sum(weight * (value - mean) ** 2 for weight, value in items) / total
-        if whitening == "verl":  # Bessel's correction over the total weight (a single item: 0, where verl divides 0/0)
+        if whitening == "std":
+            stats[key] = (mean, math.sqrt(variance) + eps)
+        else:  # verl: Bessel's correction over the total weight (a single item: 0, where verl divides 0/0)
             unbiased = variance * total / (total - 1) if total > 1 else 0.0
             stats[key] = (mean, math.sqrt(unbiased + VERL_WHITEN_EPS))
-        else:
-            stats[key] = (mean, math.sqrt(variance) + eps)
     return [
         [[(value - stats[key][0]) / stats[key][1] for value in values] for values in rollout]
         for key, rollout in rollouts

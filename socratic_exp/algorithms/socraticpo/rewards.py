@@ -57,11 +57,12 @@ def prompt_centred(rewards: Sequence[Sequence[float]], prompts: Sequence[int]) -
     """r_ik minus the mean reward of every attempt of every rollout of the same prompt (``prompts[i]``: rollout i's
     prompt), each attempt counted once; a prompt with one attempt in the batch keeps its reward (verl's baseline of
     a group of one is 0)."""
+    rollouts = list(zip(prompts, rewards, strict=True))
     pooled: dict[int, list[float]] = {}
-    for prompt, attempts in zip(prompts, rewards, strict=True):
+    for prompt, attempts in rollouts:
         pooled.setdefault(prompt, []).extend(attempts)
     means = {prompt: sum(values) / len(values) if len(values) > 1 else 0.0 for prompt, values in pooled.items()}
-    return [[reward - means[prompt] for reward in attempts] for prompt, attempts in zip(prompts, rewards, strict=True)]
+    return [[reward - means[prompt] for reward in attempts] for prompt, attempts in rollouts]
 
 
 def normalized_advantages(
