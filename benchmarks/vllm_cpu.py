@@ -185,7 +185,8 @@ def evaluation(args: argparse.Namespace) -> list[dict]:
     common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size,
               "instruction": task.instruction()}  # fmt: skip
     keep_linear_weights()
-    llm = LLM(model=student.path, max_model_len=1024, seed=0)
+    # TRL's RAM share (vLLM's own 0.92 of the machine's RAM does not fit beside the student)
+    llm = LLM(model=student.path, max_model_len=1024, seed=0, gpu_memory_utilization=0.3)
     engine = VLLMEngine(types.SimpleNamespace(llm=llm, sync_weights=lambda: None))  # the weights it loaded
     answers: dict[str, list[str]] = {}
     result = []
