@@ -198,21 +198,16 @@ def test_two_processes_each_with_its_engine(tmp_path, standin):
 
 
 def test_two_processes_make_the_same_update_as_one(tmp_path, standin):
-    """One GRPO step on a fixed global batch of 8 rollouts (``tests/vllm_workers/same_update.py``), whole on one
+    """One GRPO step on a fixed global batch of 8 rollouts (``tests/distributed/same_update_vllm.py``), whole on one
     process and its engine, split 4 + 4 over two processes and their engines: each row, seeded by its global index,
     draws the same completion on either, and the all-reduced gradient is the one process's. Measured on a 2-core
     Intel Xeon (AVX-512 with native bf16): the sampling log-probabilities of every row equal (gap 0.0), the largest
     gradient difference 9e-7 of the largest gradient; the tolerances leave room for another CPU's kernels."""
-    worker = str(Path(__file__).parent / "vllm_workers" / "same_update.py")
     overrides = [*small(standin), "algorithm=grpo", f"model.cache_dir={tmp_path / 'cache'}"]
     parts = {}
     for processes in (1, 2):
         out = tmp_path / str(processes)
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
-                               f"--master_port={free_port()}", worker, str(out), *overrides],
-                              env={**os.environ, **ENGINE_ENV, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"},
-                              capture_output=True, text=True, timeout=900)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        torchrun("same_update_vllm.py", str(out), *overrides, processes=processes, env=ENGINE_ENV, timeout=900)
         parts[processes] = [torch.load(out / f"rank{rank}.pt") for rank in range(processes)]
     one = parts[1][0]["rows"]
     two = {g: row for part in parts[2] for g, row in part["rows"].items()}

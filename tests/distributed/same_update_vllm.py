@@ -1,7 +1,7 @@
 """A worker for ``tests/test_vllm.py`` under ``torchrun --nproc_per_node 1|2``: one GRPO step whose rollouts come from
 the engine TRL colocates on each process, and what the optimizer steps with.
 
-    torchrun --nproc_per_node <1|2> tests/vllm_workers/same_update.py <out folder> <override> ...
+    torchrun --nproc_per_node <1|2> tests/distributed/same_update_vllm.py <out folder> <override> ...
 
 The global batch is fixed: global row g is the training split's row g // 2 (groups of 2 completions), process i takes
 rows ``[i * n, (i + 1) * n)`` as TRL's sampler would hand them. vLLM samples each row with a seed of its own, the row's
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import TrainerCallback
+from same_update_policy import Record  # the all-reduced gradient, as the CPU tier's same-update worker records it
 
 from socratic_exp.runtime.assembly import trainer_from
 
@@ -31,16 +31,6 @@ def digit_share(completions: list[Any], **_: Any) -> list[float]:
     """The share of a completion's characters that are digits (chat completions: the assistant turn's content)."""
     texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     return [sum(ch.isdigit() for ch in text) / max(len(text), 1) for text in texts]
-
-
-class Gradient(TrainerCallback):
-    def __init__(self, trainer: Any, result: dict[str, Any]):
-        self.trainer, self.result = trainer, result
-
-    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        if self.trainer.accelerator.is_main_process:
-            self.result["grads"] = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
 
 
 def main(out: str, *overrides: str) -> None:
@@ -85,7 +75,7 @@ def main(out: str, *overrides: str) -> None:
         return output
 
     trainer._generate_and_score_completions = fixed_batch
-    trainer.add_callback(Gradient(trainer, result))
+    trainer.add_callback(Record(trainer, result))
     trainer.train()
     Path(out).mkdir(parents=True, exist_ok=True)
     torch.save(result, Path(out) / f"rank{rank}.pt")
