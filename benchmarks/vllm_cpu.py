@@ -4,7 +4,7 @@ without vLLM, on SmolLM2-135M-Instruct, on this machine.
     python benchmarks/vllm_cpu.py decode [--new-tokens 64] [--batches 1 8 32] [--dtypes float32 bfloat16]
                                          [--backends vllm vllm-eager transformers]
     python benchmarks/vllm_cpu.py steps [--steps 3] [--modes transformers "vllm eager" "vllm compiled"]
-    python benchmarks/vllm_cpu.py eval [--questions 100]
+    python benchmarks/vllm_cpu.py eval [--questions 100] [--engine-dtypes float32 bfloat16]
     python benchmarks/vllm_cpu.py all
 
 ``decode``: tokens per second of greedy generation of ``--new-tokens`` tokens (EOS ignored, so every row makes them
@@ -21,8 +21,9 @@ gap between vLLM's sampling log-probabilities and the trainer's (``sampling/samp
 over the steps: what TRL's importance-sampling correction corrects).
 
 ``eval``: ``experiment=smollm2_cpu``'s held-out evaluation (its first ``--questions`` questions, greedy, 128 new
-tokens) answered by ``models.generation.generate`` twice, through transformers and through a vLLM engine as a run
-lends it (``models/vllm_engine.py``): each path's accuracy and seconds, and how many completions are identical.
+tokens) answered by ``models.generation.generate`` through transformers and through a vLLM engine of each
+``--engine-dtypes`` as a run lends it (``models/vllm_engine.py``), each in a process of its own: each path's accuracy
+and seconds, and how many of its completions are identical to transformers'.
 
 Writes benchmarks/results/vllm_cpu/<what>.json and prints a markdown table; the machine is named in the file.
 """
@@ -167,41 +168,60 @@ def steps(args: argparse.Namespace) -> list[dict]:
 
 
 # --- eval -----------------------------------------------------------------------------------------------------------
-def evaluation(args: argparse.Namespace) -> list[dict]:
+def evaluate_one(generation: str, questions: int) -> dict:
+    """``experiment=smollm2_cpu``'s first ``questions`` held-out questions answered in this process by
+    ``models.generation.generate``: through transformers (``transformers``) or through a vLLM engine of that dtype
+    (``vllm float32``, ``vllm bfloat16``) lent as a run lends it (``models/vllm_engine.py``)."""
     import types
 
-    from vllm import LLM
-
-    from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
     from socratic_exp.core.config import compose
     from socratic_exp.models.generation import generate
-    from socratic_exp.models.vllm_engine import VLLMEngine
     from socratic_exp.runtime.assembly import build_components, workbench
 
-    bench = workbench(build_components(compose("experiment=smollm2_cpu", f"eval.max_samples={args.questions}")))
+    bench = workbench(build_components(compose("experiment=smollm2_cpu", f"eval.max_samples={questions}")))
     task, settings, student = bench.components.task, bench.components.eval, bench.student
-    rows = bench.splits["eval"].select(range(args.questions)).to_list()
-    prompts = [row["prompt"] for row in rows]
-    common = {"max_new_tokens": settings.max_new_tokens, "batch_size": settings.batch_size,
-              "instruction": task.instruction()}  # fmt: skip
-    keep_linear_weights()
-    # TRL's RAM share (vLLM's own 0.92 of the machine's RAM does not fit beside the student)
-    llm = LLM(model=student.path, max_model_len=1024, seed=0, gpu_memory_utilization=0.3)
-    engine = VLLMEngine(types.SimpleNamespace(llm=llm, sync_weights=lambda: None))  # the weights it loaded
-    answers: dict[str, list[str]] = {}
-    result = []
-    for name, lent in (("transformers", None), ("vllm", engine)):
-        student.engine = lent
-        started = time.perf_counter()
-        answers[name] = generate(student, prompts, **common)
-        seconds = time.perf_counter() - started
-        scores = [task.verify(c, row["answer"]).score for c, row in zip(answers[name], rows, strict=True)]
-        result.append({"generation": name, "greedy_acc": round(sum(scores) / len(scores), 4),
-                       "seconds": round(seconds, 1), "dtype": str(llm.llm_engine.model_config.dtype)
-                       if name == "vllm" else str(student.model.dtype)})  # fmt: skip
-    same = sum(a == b for a, b in zip(answers["transformers"], answers["vllm"], strict=True))
-    result.append({"identical_completions": same, "questions": len(prompts)})
-    return result
+    rows = bench.splits["eval"].select(range(questions)).to_list()
+    dtype = str(student.model.dtype).removeprefix("torch.")
+    if generation.startswith("vllm"):
+        from vllm import LLM
+
+        from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
+        from socratic_exp.models.vllm_engine import VLLMEngine
+
+        dtype = generation.split()[1]
+        keep_linear_weights()
+        # TRL's RAM share (vLLM's own 0.92 of the machine's RAM does not fit beside the student)
+        llm = LLM(model=student.path, dtype=dtype, max_model_len=1024, seed=0, gpu_memory_utilization=0.3)
+        student.engine = VLLMEngine(types.SimpleNamespace(llm=llm, sync_weights=lambda: None))  # the weights it loaded
+    started = time.perf_counter()
+    answers = generate(student, [row["prompt"] for row in rows], max_new_tokens=settings.max_new_tokens,
+                       batch_size=settings.batch_size, instruction=task.instruction())  # fmt: skip
+    seconds = time.perf_counter() - started
+    scores = [task.verify(c, row["answer"]).score for c, row in zip(answers, rows, strict=True)]
+    return {"generation": generation.split()[0], "dtype": dtype, "greedy_acc": round(sum(scores) / len(scores), 4),
+            "seconds": round(seconds, 1), "answers": answers}  # fmt: skip
+
+
+def evaluation(args: argparse.Namespace) -> list[dict]:
+    """Each generation path in a process of its own; the rows say how many completions match transformers'."""
+    rows: list[dict] = []
+    for generation in ["transformers", *(f"vllm {dtype}" for dtype in args.engine_dtypes)]:
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            command = [sys.executable, __file__, "eval-one", generation, out.name, "--questions", str(args.questions)]
+            env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+            proc = subprocess.run(command, env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or [f"exited {proc.returncode}"])[-1]
+                rows.append({"generation": generation, "error": last})
+            else:
+                rows.append(json.loads(Path(out.name).read_text()))
+        if len(rows) > 1 and "answers" in rows[0] and "answers" in rows[-1]:
+            pairs = zip(rows[0]["answers"], rows[-1]["answers"], strict=True)
+            rows[-1]["identical_to_transformers"] = sum(a == b for a, b in pairs)
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "answers"}), flush=True)
+    for row in rows:
+        row.pop("answers", None)
+    return rows
 
 
 def write(name: str, rows: list[dict], settings: dict) -> None:
@@ -226,10 +246,17 @@ def main() -> None:
         one.add_argument("--modes", nargs="+", default=["transformers", "vllm eager", "vllm compiled"])
         one.add_argument("--steps", type=int, default=3)
         one.add_argument("--questions", type=int, default=100)
+        one.add_argument("--engine-dtypes", nargs="+", default=["float32", "bfloat16"])
     steps_parser = sub.add_parser("steps")
     steps_parser.add_argument("--steps", type=int, default=3)
     steps_parser.add_argument("--modes", nargs="+", default=["transformers", "vllm eager", "vllm compiled"])
-    sub.add_parser("eval").add_argument("--questions", type=int, default=100)
+    eval_parser = sub.add_parser("eval")
+    eval_parser.add_argument("--questions", type=int, default=100)
+    eval_parser.add_argument("--engine-dtypes", nargs="+", default=["float32", "bfloat16"])
+    eval_worker = sub.add_parser("eval-one")
+    eval_worker.add_argument("generation")
+    eval_worker.add_argument("out")
+    eval_worker.add_argument("--questions", type=int, default=100)
     worker = sub.add_parser("decode-one")
     worker.add_argument("backend")
     worker.add_argument("dtype")
@@ -240,6 +267,9 @@ def main() -> None:
     if args.command == "decode-one":
         figures = decode_one(args.backend, args.dtype, args.batches, args.new_tokens)
         Path(args.out).write_text(json.dumps(figures))
+        return
+    if args.command == "eval-one":
+        Path(args.out).write_text(json.dumps(evaluate_one(args.generation, args.questions)))
         return
     if args.command in ("decode", "all"):
         write("decode", decode(args), {"new_tokens": args.new_tokens, "prompt": PROMPT, "kv_cache_gib": 2})

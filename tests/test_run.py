@@ -43,6 +43,7 @@ def test_grpo_run_writes_the_whole_run_folder(completed_run):
     for key in ("eval/greedy_acc", "eval/pass@2", "eval/sampled_acc", "eval/greedy_acc/d1"):
         assert key in summary["initial"] and key in summary["final"]
     assert summary["versions"]["trl"] == "1.16.0"
+    assert (summary["evaluation_generation"], summary["evaluation_dtype"]) == ("transformers", "float32")
     assert (run_dir / ".hydra" / "config.yaml").is_file() and (run_dir / ".hydra" / "overrides.yaml").is_file()
     records = read_metrics(run_dir)
     train_steps = [r["step"] for r in records if "loss" in r]

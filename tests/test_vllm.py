@@ -111,6 +111,8 @@ def completed(tmp_path: Path, *overrides: str, steps: int = 2, env: dict[str, st
     assert summary["status"] == "completed"
     assert summary["steps"] == steps
     assert summary["evaluation_generation"] == "vllm"
+    # vLLM serves the float32 students in bf16 where the CPU has it natively, else keeps float32
+    assert summary["evaluation_dtype"] == ("bfloat16" if native_bf16() else "float32")
     return run_dir
 
 

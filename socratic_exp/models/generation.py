@@ -162,6 +162,13 @@ def decode_in(model: Any, dtype: str) -> None:
     setattr(model, DECODE_DTYPE, dtype)
 
 
+def decoding_dtype(student: Student) -> str:
+    """The dtype the student's answers are decoded in: its vLLM engine's, or its model's (``decode_in``'s cast)."""
+    if student.engine is not None:
+        return student.engine.dtype
+    return getattr(student.model, DECODE_DTYPE, None) or str(student.model.dtype).removeprefix("torch.")
+
+
 @contextlib.contextmanager
 def weights_in(model: Any, dtype: str) -> Iterator[None]:
     """The model's floating-point parameters cast to ``dtype`` within the block; the originals are set aside and put

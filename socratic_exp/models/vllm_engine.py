@@ -33,6 +33,11 @@ class VLLMEngine:
             return None
         return cls(generation)
 
+    @property
+    def dtype(self) -> str:
+        """The dtype the engine computes in (vLLM serves a float32 model in bf16 where the hardware has it)."""
+        return str(self.generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+
     def generate(
         self,
         student: Student,

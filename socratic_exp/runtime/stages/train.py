@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 def train(run: Run) -> Any:
     """The trainer built and trained; the student afterwards holds the trained model. Returns the trainer."""
     from socratic_exp.core.progress_callbacks import drop_trainer_printing
+    from socratic_exp.models.generation import decoding_dtype
     from socratic_exp.models.vllm_engine import VLLMEngine
     from socratic_exp.runtime.assembly import build_trainer
     from socratic_exp.runtime.callbacks import RunCallbacks
@@ -23,7 +24,8 @@ def train(run: Run) -> Any:
     trainer = build_trainer(run.bench, job.run_dir, run_name=run.name, seed=run.cfg.seed, callbacks=run.callbacks.all,
                             report_to=c.logger.report_to() if job.is_main else [], sink=run.sink)  # fmt: skip
     student.engine = VLLMEngine.of(trainer)  # evaluations generate with the run's vLLM engine, if any
-    run.record.update(evaluation_generation="vllm" if student.engine else "transformers")
+    run.record.update(evaluation_generation="vllm" if student.engine else "transformers",
+                      evaluation_dtype=decoding_dtype(student))  # fmt: skip
     evaluate_initial(run)  # where the engine had to start first (stage 3 made it otherwise)
     drop_trainer_printing(trainer)  # our progress line instead (verbose=true keeps transformers' own)
     run.record.update(launch=distributed.launch_layout(trainer))
