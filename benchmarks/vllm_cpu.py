@@ -175,31 +175,36 @@ def evaluate_one(generation: str, questions: int) -> dict:
     import types
 
     from socratic_exp.core.config import compose
-    from socratic_exp.models.generation import generate
+    from socratic_exp.models.generation import decoding_dtype, generate
     from socratic_exp.runtime.assembly import build_components, workbench
 
     bench = workbench(build_components(compose("experiment=smollm2_cpu", f"eval.max_samples={questions}")))
     task, settings, student = bench.components.task, bench.components.eval, bench.student
     rows = bench.splits["eval"].select(range(questions)).to_list()
-    dtype = str(student.model.dtype).removeprefix("torch.")
     if generation.startswith("vllm"):
         from vllm import LLM
 
         from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
         from socratic_exp.models.vllm_engine import VLLMEngine
 
-        dtype = generation.split()[1]
         keep_linear_weights()
         # TRL's RAM share (vLLM's own 0.92 of the machine's RAM does not fit beside the student)
-        llm = LLM(model=student.path, dtype=dtype, max_model_len=1024, seed=0, gpu_memory_utilization=0.3)
+        llm = LLM(
+            model=student.path, dtype=generation.split()[1], max_model_len=1024, seed=0, gpu_memory_utilization=0.3
+        )
         student.engine = VLLMEngine(types.SimpleNamespace(llm=llm, sync_weights=lambda: None))  # the weights it loaded
     started = time.perf_counter()
     answers = generate(student, [row["prompt"] for row in rows], max_new_tokens=settings.max_new_tokens,
                        batch_size=settings.batch_size, instruction=task.instruction())  # fmt: skip
     seconds = time.perf_counter() - started
     scores = [task.verify(c, row["answer"]).score for c, row in zip(answers, rows, strict=True)]
-    return {"generation": generation.split()[0], "dtype": dtype, "greedy_acc": round(sum(scores) / len(scores), 4),
-            "seconds": round(seconds, 1), "answers": answers}  # fmt: skip
+    return {
+        "generation": generation.split()[0],
+        "dtype": decoding_dtype(student),
+        "greedy_acc": round(sum(scores) / len(scores), 4),
+        "seconds": round(seconds, 1),
+        "answers": answers,
+    }
 
 
 def evaluation(args: argparse.Namespace) -> list[dict]:
