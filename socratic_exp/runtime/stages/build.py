@@ -51,6 +51,8 @@ def build(run: Run) -> None:
     from socratic_exp.runtime.assembly import workbench
 
     cfg, c, job = run.cfg, run.components, run.job
+    if not (getattr(c.algorithm, "use_vllm", False) or getattr(c.teacher, "backend", "") == "vllm"):
+        import_trl_without_vllm()
     # in a sweep the jobs' progress goes to their log files; the launcher prints a line per job start and end
     console, verbose = job.is_main and not job.multirun, bool(cfg.get("verbose"))
     run.display = run_console(str(cfg.objective), console=console, verbose=verbose)
@@ -66,3 +68,22 @@ def build(run: Run) -> None:
     if job.is_main:
         announce_load(run.bench.student, time.monotonic() - loading)
     distributed.join()
+
+
+def import_trl_without_vllm() -> None:
+    """Import TRL's generation modules as if vLLM were absent, for a run that uses no vLLM: where vLLM is installed,
+    TRL imports it with its trainers whether a run uses it or not, 5-6 s of every start on 2 cores, in each process.
+    Only where TRL's generation is not imported yet; its modules keep the answer they got, so a later vLLM run in the
+    same process meets TRL's own "vLLM is not available" (each command-line run is a process of its own)."""
+    import importlib
+    import sys
+
+    if "trl.generation" in sys.modules:
+        return
+    import_utils = importlib.import_module("trl.import_utils")
+    is_vllm_available = import_utils.is_vllm_available
+    import_utils.is_vllm_available = lambda min_version=None: False
+    try:
+        importlib.import_module("trl.generation.vllm_generation")  # trl.generation.vllm_client with it
+    finally:
+        import_utils.is_vllm_available = is_vllm_available
