@@ -204,6 +204,17 @@ def test_bfloat16_decoding_is_refused_on_a_cpu_without_native_bfloat16(monkeypat
         build_components(compose("model=qwen3_0_6b", f"model.name={standin}", "model.decode_dtype=bfloat16"))
 
 
+@pytest.mark.parametrize(("native", "expected"), [(True, "bfloat16"), (False, None)])
+def test_auto_decodes_in_bfloat16_only_on_a_cpu_that_computes_it(monkeypatch, standin, native, expected):
+    from socratic_exp.models import hub
+    from socratic_exp.runtime.assembly import build_components
+
+    monkeypatch.setattr("socratic_exp.core.run_folder.native_bf16", lambda fields=None: native)
+    monkeypatch.setattr(hub, "_has_gpu", lambda: False)
+    components = build_components(compose("model=qwen3_0_6b", f"model.name={standin}", "model.decode_dtype=auto"))
+    assert components.model.decoding_dtype() == expected  # accepted either way: auto never refuses
+
+
 def test_the_kl_does_not_read_log_probs_decoded_in_bfloat16(tmp_path_factory, standin, any_cpu_decodes_bf16):
     trainer, _ = build(
         tmp_path_factory.mktemp("bf16"), "algorithm=reinforce_pp", "model=qwen3_0_6b", f"model.name={standin}",

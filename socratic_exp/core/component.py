@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import types
 import typing
 from typing import Any, ClassVar, Literal
@@ -123,6 +124,8 @@ class Component:
         value = getattr(self, name)
         if value is None:
             return
+        if isinstance(value, float) and not math.isfinite(value):  # nan passes no bound, inf every open one
+            raise ConfigError(self.key(name), value, "must be a finite number", f"set {self.key(name)}=<a number>")
         for bound, holds, word in (
             (ge, lambda b: value >= b, ">="),
             (gt, lambda b: value > b, ">"),

@@ -475,6 +475,8 @@ def result_table(initial: dict[str, float], final: dict[str, float], assisted_at
         "eval/sampled_acc": "unassisted, sampled",
         "eval/assisted_acc": f"with the teacher's guidance, up to {assisted_attempts} attempts",
         "eval/no_answer": "share without a readable answer",
+        "eval/strict_acc": "greedy, answers read in the task's format",
+        "eval/flexible_acc": "greedy, answers read leniently (e.g. the last number)",
         "eval/train_seconds": "training wall time (s), evaluations excluded",
     }
     lines = [f"  {'':<24} {'before':>6}    {'after':>6}"]

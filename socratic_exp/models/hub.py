@@ -38,15 +38,16 @@ class HubModel(ModelSpec):
     cache_dir: str | None = setting(
         None, "where .gguf files are converted to (null: $SOCRATIC_EXP_CACHE or ~/.cache/socratic_exp)"
     )
-    decode_dtype: Literal["bfloat16"] | None = setting(
+    decode_dtype: Literal["bfloat16", "auto"] | None = setting(
         None,
         "generation (evaluations, rollouts) with the weights cast to this dtype, training in `dtype`: bfloat16 halves "
-        "what a token step reads on a CPU with native bfloat16 (AVX512-BF16, AMX) | null: decode in `dtype`",
+        "what a token step reads on a CPU with native bfloat16 (AVX512-BF16, AMX) | auto: bfloat16 on such a CPU, "
+        "else `dtype` | null: decode in `dtype`",
     )
 
     def validate(self) -> None:
         self.check("name", bool(self.name.strip()), "must name a Hub model, a local folder or a .gguf file")
-        if self.decode_dtype is not None:
+        if self.decode_dtype == "bfloat16":
             from socratic_exp.core.run_folder import native_bf16
 
             self.check(
@@ -56,6 +57,15 @@ class HubModel(ModelSpec):
                 "decoding is slower than float32",
                 "remove model.decode_dtype",
             )
+
+    def decoding_dtype(self) -> str | None:
+        """``decode_dtype`` resolved: ``auto`` is bfloat16 on a CPU with native bfloat16, else None (``dtype``; on a
+        GPU ``dtype: auto`` already loads bfloat16 where the GPU has it)."""
+        if self.decode_dtype != "auto":
+            return self.decode_dtype
+        from socratic_exp.core.run_folder import native_bf16
+
+        return "bfloat16" if native_bf16() and not _has_gpu() else None
 
     def resolve(self) -> str:
         """What ``from_pretrained`` loads: the name itself, or the cached conversion of a ``.gguf`` file."""
@@ -76,10 +86,11 @@ class HubModel(ModelSpec):
             attn_implementation=self.attn_implementation,
         )
         template_kwargs = {} if self.enable_thinking is None else {"enable_thinking": self.enable_thinking}
-        if self.decode_dtype is not None and self.decode_dtype != dtype:
+        decode_dtype = self.decoding_dtype()
+        if decode_dtype is not None and decode_dtype != dtype:
             from socratic_exp.models.generation import decode_in
 
-            decode_in(model, self.decode_dtype)
+            decode_in(model, decode_dtype)
         return Student(
             model=model,
             tokenizer=tokenizer,
@@ -90,7 +101,7 @@ class HubModel(ModelSpec):
                 "name": self.name,
                 "path": path,
                 "dtype": dtype,
-                "decode_dtype": self.decode_dtype or dtype,
+                "decode_dtype": decode_dtype or dtype,
                 "parameters": model.num_parameters(),
             },
         )

@@ -127,7 +127,8 @@ def _check_run_keys(cfg: DictConfig) -> None:
 
 
 def _check_top_level(cfg: DictConfig, eval_settings: EvalSettings, task: Task, has_teacher: bool) -> None:
-    objective, known = cfg.get("objective"), eval_settings.metric_names(teacher=has_teacher)
+    objective = cfg.get("objective")
+    known = eval_settings.metric_names(teacher=has_teacher, parsers=task.answer_parsers)
     grouped = task.metric_group is not None  # such tasks also report <metric>/group_mean (e.g. across domains)
     base = (str(objective).removesuffix("/group_mean") if grouped else str(objective)).rsplit("/d", 1)[0]
     if base not in known:

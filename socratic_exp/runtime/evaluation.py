@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from socratic_exp.core.component import Component, setting
 from socratic_exp.core.distributed import gather_objects, gather_shares, most_on_any_process, my_share
 from socratic_exp.models.generation import generate
-from socratic_exp.tasks.base import render_prompt
+from socratic_exp.tasks.base import FLEXIBLE, STRICT, render_prompt
 from socratic_exp.teachers.base import TeacherStats
 
 log = logging.getLogger("socratic_exp")
@@ -62,12 +62,23 @@ class EvalSettings(Component):
             "set eval.every_steps, e.g. eval.every_steps=25",
         )
 
-    def metric_names(self, prefix: str = "eval", teacher: bool = False) -> list[str]:
-        """The overall metrics an evaluation reports (each also per difficulty, as ``<name>/d<level>``)."""
-        names = ["greedy_acc", "no_answer"] + (["sampled_acc", f"pass@{self.pass_k}"] if self.pass_k else [])
+    def metric_names(self, prefix: str = "eval", teacher: bool = False, parsers: Sequence[str] = ()) -> list[str]:
+        """The overall metrics an evaluation reports (the accuracies also per difficulty, as ``<name>/d<level>``);
+        ``parsers``: the task's answer parsers, whose greedy accuracies are reported side by side."""
+        names = ["greedy_acc", "no_answer", *side_by_side(parsers)]
+        names += ["sampled_acc", f"pass@{self.pass_k}"] if self.pass_k else []
         if teacher and self.assisted_attempts > 1:
             names.append("assisted_acc")
         return [f"{prefix}/{name}" for name in names]
+
+
+def side_by_side(parsers: Sequence[str]) -> list[str]:
+    """The greedy accuracies under the strict and the flexible parser, where the task has them: a format problem
+    shows as the gap between the two (and in ``no_answer``), whichever parser the rewards use."""
+    return [f"{parser}_acc" for parser in (STRICT, FLEXIBLE) if parser in parsers]
+
+
+OVERALL_ONLY = ("no_answer", *side_by_side((STRICT, FLEXIBLE)))  # not broken down by difficulty
 
 
 class Evaluator:
@@ -115,6 +126,10 @@ class Evaluator:
         results: list[dict[str, float]] = [
             {"greedy_acc": v.score, "no_answer": float(v.extracted is None)} for v in verdicts
         ]
+        for parser_acc in side_by_side(self.task.answer_parsers):
+            parser = parser_acc.removesuffix("_acc")
+            for result, completion, answer in zip(results, greedy, answers, strict=True):
+                result[parser_acc] = self.task.verify_as(parser, completion, answer).score
         teacher_counts: Counter[str] = Counter()
         if self.teacher is not None and assisted:
             solved, teacher_counts = self._assisted(student, label, share[:own], mine, greedy, verdicts)
@@ -145,8 +160,8 @@ class Evaluator:
         metrics: dict[str, float] = {}
         for name in every[0]:
             values = [result[name] for result in every]
-            if name == "no_answer":
-                metrics[f"{prefix}/no_answer"] = sum(values) / len(values)
+            if name in OVERALL_ONLY:
+                metrics[f"{prefix}/{name}"] = sum(values) / len(values)
             else:
                 metrics |= _by_level(f"{prefix}/{name}", values, levels, groups)
         if self.teacher is not None and assisted:

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, ClassVar
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import UserError
 from socratic_exp.tasks import expressions as ex
-from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, Task, Verdict, WarmstartExample, environment_feedback
+from socratic_exp.tasks.base import (
+    FLEXIBLE,
+    MATH_VERIFY,
+    PLAIN_SOLUTION_NOTE,
+    STRICT,
+    Task,
+    Verdict,
+    WarmstartExample,
+    environment_feedback,
+)
 from socratic_exp.tasks.diagnosis import diagnose
 from socratic_exp.tasks.hub_data import optional_text, read_file, read_json, text
 
@@ -138,6 +147,8 @@ class ArithmeticTask(Task):
     )
 
     name: ClassVar[str] = "arithmetic"
+    answer_parsers: ClassVar[tuple[str, ...]] = (STRICT, FLEXIBLE, MATH_VERIFY)
+    answer_format: ClassVar[str | None] = "a final line 'A: <integer>'"
     fits_tiny_model: ClassVar[bool] = True
 
     def validate(self) -> None:
@@ -312,7 +323,7 @@ class ArithmeticTask(Task):
         return expr
 
     # --- verifier ---------------------------------------------------------------------------------------------
-    def verify(self, completion: str, answer: str) -> Verdict:
+    def verify_strict(self, completion: str, answer: str) -> Verdict:
         got = extract_answer(completion if isinstance(completion, str) else str(completion))
         if got is None:
             return Verdict(0.0, "format")  # no final 'A: <integer>' line

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from socratic_exp.core.component import Component, setting
+from socratic_exp.tasks import verifiers
+from socratic_exp.tasks.verifiers import FLEXIBLE, MATH_VERIFY, STRICT, Verdict
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -27,7 +29,7 @@ VERIFIER_FEEDBACK = {
     "truncated": "Your answer was cut off before the final answer: be more concise.",
     "wrong": "Your final answer is incorrect: re-check each step of your reasoning.",
 }
-RL_ONLY_SETTINGS = ("overlong_buffer",)  # task settings that leave the warm-start corpus as it is
+RL_ONLY_SETTINGS = ("overlong_buffer", "answer_parser", "format_reward")  # leave the warm-start corpus as it is
 SHOWN_ANSWER_CHARS = 100  # an extracted answer longer than this is cut in the feedback sentence
 # A demonstration before the question of a plain (completion-style) prompt: SDPO's sibling solution, plain layout.
 PLAIN_SOLUTION_NOTE = "Note: a correct solution is\n{successful_previous_attempt}\n"
@@ -81,15 +83,6 @@ def with_context(prompt: str | Messages, context: str) -> str | Messages:
     ]
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """The verifier's judgement: a score in [0, 1], a short reason, and the answer it extracted (if any)."""
-
-    score: float
-    reason: str
-    extracted: str | None = None
-
-
 @dataclasses.dataclass(kw_only=True)
 class Task(Component):
     """A task builds ``train`` / ``eval`` / ``probe`` splits and verifies completions.
@@ -103,6 +96,10 @@ class Task(Component):
     config_group: ClassVar[str] = "task"
     metric_group: ClassVar[str | None] = None  # a row field that evaluation also breaks accuracy down by
     fits_tiny_model: ClassVar[bool] = False  # short ASCII prompts the built-in character-level model can learn
+    # the parsers that read this task's answers (numbers and math: all three; option letters: strict alone) and
+    # the final-answer form the strict parser reads, which the format reward rewards (None: no form to reward)
+    answer_parsers: ClassVar[tuple[str, ...]] = (STRICT,)
+    answer_format: ClassVar[str | None] = None
 
     seed: int = setting(0, "seed of the task's own random draws (which training problems; arithmetic: the data)", ge=0)
     data_files: dict[str, str] | None = setting(
@@ -114,8 +111,32 @@ class Task(Component):
         "algorithm.max_completion_length minus this many tokens loses up to 1 reward, linearly (0: off)",
         ge=0,
     )
+    answer_parser: Literal["strict", "flexible", "math_verify"] = setting(
+        STRICT,
+        "how answers are read, for rewards and accuracy: strict (the task's format), flexible (strict, else the "
+        "last boxed answer, 'the answer is N', the last number), math_verify (math-verify's own extraction); every "
+        "evaluation also reports eval/strict_acc and eval/flexible_acc",
+    )
+    format_reward: float = setting(
+        0.0,
+        "weight of a second reward, 1 when the strict parser reads an answer (the task's answer format) and 0 "
+        "otherwise, beside the correctness reward (TRL's reward_weights; logged as rewards/answer_format); 0: off",
+        ge=0.0,
+    )
 
     def validate(self) -> None:
+        self.check(
+            "answer_parser",
+            self.answer_parser in self.answer_parsers,
+            f"does not read task={self.name}'s answers",
+            f"use task.answer_parser={' or '.join(self.answer_parsers)}",
+        )
+        self.check(
+            "format_reward",
+            not self.format_reward or self.answer_format is not None,
+            f"rewards the answer format, and task={self.name} asks for none",
+            "set task.format_reward=0",
+        )
         for split, path in (self.data_files or {}).items():
             self.check(
                 "data_files", split in SPLITS, f"unknown split {split!r}", f"use split names among {', '.join(SPLITS)}"
@@ -139,7 +160,8 @@ class Task(Component):
     def build(self) -> DatasetDict:
         raise NotImplementedError
 
-    def verify(self, completion: str, answer: str) -> Verdict:
+    def verify_strict(self, completion: str, answer: str) -> Verdict:
+        """The task's own reading: the final answer in the form its instruction asks for."""
         raise NotImplementedError
 
     def instruction(self) -> str:
@@ -147,6 +169,21 @@ class Task(Component):
         return ""
 
     # --- shared behaviour -------------------------------------------------------------------------------------
+    def verify(self, completion: str, answer: str) -> Verdict:
+        """The verdict of the run's parser (``answer_parser``): what rewards, accuracies and teachers read."""
+        return self.verify_as(self.answer_parser, completion, answer)
+
+    def verify_as(self, parser: str, completion: str, answer: str) -> Verdict:
+        """The verdict of one parser among ``answer_parsers``."""
+        if parser == MATH_VERIFY:
+            return verifiers.verify_with_math_verify(completion, answer)
+        strict = self.verify_strict(completion, answer)
+        return self.verify_flexible(completion, answer, strict) if parser == FLEXIBLE else strict
+
+    def verify_flexible(self, completion: str, answer: str, strict: Verdict) -> Verdict:
+        """The flexible reading, given the strict verdict (numbers: ``verifiers.verify_flexible``)."""
+        return verifiers.verify_flexible(completion, answer, strict)
+
     def score(self, completion: str, answer: str) -> float:
         return self.verify(completion, answer).score
 
@@ -191,12 +228,33 @@ class Task(Component):
     def shaping_rewards(self, max_completion_length: int) -> list[Callable]:
         """TRL reward functions added to the verifier's: DAPO's soft overlong punishment (Yu et al. 2025, Eq. 13) as
         TRL ships it, 0 up to ``max_completion_length - overlong_buffer`` tokens, then down to -1 at
-        ``max_completion_length``."""
-        if not self.overlong_buffer:
-            return []
-        from trl.rewards import get_soft_overlong_punishment
+        ``max_completion_length``; then the format reward (``format_reward``, weighed by ``shaping_weights``)."""
+        functions: list[Callable] = []
+        if self.overlong_buffer:
+            from trl.rewards import get_soft_overlong_punishment
 
-        return [get_soft_overlong_punishment(max_completion_length, self.overlong_buffer)]
+            functions.append(get_soft_overlong_punishment(max_completion_length, self.overlong_buffer))
+        if self.format_reward:
+            functions.append(self.format_reward_function())
+        return functions
+
+    def shaping_weights(self) -> list[float]:
+        """TRL's ``reward_weights`` of ``shaping_rewards`` (the verifier's weight is 1)."""
+        return [1.0] * bool(self.overlong_buffer) + [self.format_reward] * bool(self.format_reward)
+
+    def follows_format(self, completion: str, answer: str) -> bool:
+        """Whether the strict parser reads an answer: the completion is in the task's answer format."""
+        return self.verify_strict(completion, answer).extracted is not None
+
+    def format_reward_function(self) -> Callable:
+        """The format reward as a TRL reward function, named ``answer_format`` (TRL logs it on its own)."""
+        task = self
+
+        def answer_format(completions: list[Any], answer: list[str], **_: Any) -> list[float]:
+            texts = [completion_text(c) for c in completions]
+            return [float(task.follows_format(text, gold)) for text, gold in zip(texts, answer, strict=True)]
+
+        return answer_format
 
 
 MISSING = "does not exist"

@@ -172,7 +172,13 @@ def sample(rows: list[Row], size: int | None, seed: str) -> list[Row]:
 class MathTask(BenchmarkTask):
     """Free-form math answers, compared with math-verify (LaTeX, fractions, intervals, ...)."""
 
-    def verify(self, completion: str, answer: str) -> Verdict:
+    answer_parsers: ClassVar[tuple[str, ...]] = verifiers.ALL_PARSERS
+    answer_format: ClassVar[str | None] = verifiers.FINAL_ANSWER_FORMS
+
+    def verify_flexible(self, completion: str, answer: str, strict: Verdict) -> Verdict:
+        return verifiers.verify_math_flexible(completion, answer, strict)
+
+    def verify_strict(self, completion: str, answer: str) -> Verdict:
         return verifiers.verify_math(completion, answer)
 
 

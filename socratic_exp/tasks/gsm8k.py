@@ -23,6 +23,8 @@ class Gsm8kTask(BenchmarkTask):
     hub_config: str | None = "main"
 
     name: ClassVar[str] = "gsm8k"
+    answer_parsers: ClassVar[tuple[str, ...]] = verifiers.ALL_PARSERS
+    answer_format: ClassVar[str | None] = verifiers.FINAL_ANSWER_FORMS
 
     def to_row(self, record: Record, where: str) -> Row:
         solution = text(record, where, self.name, "answer")
@@ -40,5 +42,5 @@ class Gsm8kTask(BenchmarkTask):
             "difficulty": max(1, len([line for line in steps.splitlines() if line.strip()])),
         }
 
-    def verify(self, completion: str, answer: str) -> Verdict:
+    def verify_strict(self, completion: str, answer: str) -> Verdict:
         return verifiers.verify_number(completion, answer)

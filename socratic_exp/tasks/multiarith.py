@@ -23,6 +23,8 @@ class MultiArithTask(BenchmarkTask):
     dedupe: bool = setting(True, "drop exact duplicate questions (the 600-problem file has 20)")
 
     name: ClassVar[str] = "multiarith"
+    answer_parsers: ClassVar[tuple[str, ...]] = verifiers.ALL_PARSERS
+    answer_format: ClassVar[str | None] = verifiers.FINAL_ANSWER_FORMS
 
     def to_row(self, record: Record, where: str) -> Row:
         return {
@@ -34,5 +36,5 @@ class MultiArithTask(BenchmarkTask):
     def dedupe_key(self, row: Row) -> str | None:
         return row["prompt"] if self.dedupe else None
 
-    def verify(self, completion: str, answer: str) -> Verdict:
+    def verify_strict(self, completion: str, answer: str) -> Verdict:
         return verifiers.verify_number(completion, answer)

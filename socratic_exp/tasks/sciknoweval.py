@@ -93,6 +93,7 @@ class SciKnowEvalTask(BenchmarkTask):
     name: ClassVar[str] = "sciknoweval"
     metric_group: ClassVar[str | None] = "domain"  # accuracy per domain and their unweighted mean, as papers report
     hub_splits: ClassVar[dict[str, str]] = {"all": "test"}  # one Hub split, divided here
+    answer_format: ClassVar[str | None] = "the option letter (or Yes / No) in <answer> tags"
 
     def validate(self) -> None:
         super().validate()
@@ -232,7 +233,7 @@ class SciKnowEvalTask(BenchmarkTask):
         return f"{question}\n\n{lines}{closing}", letters[order.index(labels.index(key))]
 
     # --- verifier ---------------------------------------------------------------------------------------------
-    def verify(self, completion: str, answer: str) -> Verdict:
+    def verify_strict(self, completion: str, answer: str) -> Verdict:
         if answer in ("Yes", "No"):
             return verifiers.verify_yes_no(completion, answer)
         if self.prompt_style == "authors":

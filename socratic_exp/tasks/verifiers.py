@@ -4,6 +4,10 @@ Every verifier returns a :class:`Verdict` whose ``reason`` is one of :data:`REAS
 and environment feedback read it), and whose ``extracted`` answer is ``None`` exactly when no answer could be read
 (``format`` / ``empty`` / ``truncated``), which is what evaluation reports as ``eval/no_answer``.
 
+Three readings of an answer (``task.answer_parser``): ``strict``, the task's own format (each task's
+``verify_strict``); ``flexible``, the way lm-evaluation-harness's "flexible-extract" reads GSM8K (``flexible``
+below); ``math_verify``, math-verify's own extraction from the whole completion (``verify_with_math_verify``).
+
 Nothing here executes model text. Only the tail of a completion is searched (answers come last), extracted
 answers are capped in length, numbers are compared as exact fractions, and LaTeX goes to ``math-verify`` with its
 own parsing and comparison timeouts (which need the main thread; elsewhere a normalised string comparison is used).
@@ -11,17 +15,30 @@ own parsing and comparison timeouts (which need the main thread; elsewhere a nor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import threading
 from fractions import Fraction
 
-from socratic_exp.tasks.base import Verdict
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The verifier's judgement: a score in [0, 1], a short reason, and the answer it extracted (if any)."""
+
+    score: float
+    reason: str
+    extracted: str | None = None
+
+
+STRICT, FLEXIBLE, MATH_VERIFY = "strict", "flexible", "math_verify"  # task.answer_parser: how answers are read
 
 CORRECT, WRONG, FORMAT, EMPTY, TRUNCATED = "correct", "wrong", "format", "empty", "truncated"
 REASONS = (CORRECT, WRONG, FORMAT, EMPTY, TRUNCATED)
 NO_ANSWER_REASONS = frozenset({FORMAT, EMPTY, TRUNCATED})
 READ = ""  # the extraction helpers' reason when an answer was read (the verifier then compares it)
+ALL_PARSERS = (STRICT, FLEXIBLE, MATH_VERIFY)  # the readings of numbers and math answers (choices: strict alone)
+FINAL_ANSWER_FORMS = "a final answer in \\boxed{}, <answer> tags, a '####' or 'Answer:' line, or 'the answer is'"
 
 TAIL_CHARS = 20_000  # answers come last; searching only the tail bounds the work on huge completions
 MAX_ANSWER_CHARS = 1_000  # a longer "answer" is not an answer (and would be slow to parse)
@@ -142,9 +159,29 @@ def verify_number(completion: object, answer: str) -> Verdict:
     extracted, reason = final_answer(completion)
     if extracted is None:
         return Verdict(0.0, reason)
-    got, want = parse_number(extracted), gold_number(answer)
-    if got is None:
-        return Verdict(0.0, FORMAT)
+    got = parse_number(extracted)
+    return Verdict(0.0, FORMAT) if got is None else _compared(got, gold_number(answer))
+
+
+def verify_flexible(completion: object, answer: str, strict: Verdict) -> Verdict:
+    """Numbers read leniently, given the strict parser's verdict: the strict reading where it read one; else, in
+    this order, the last ``\\boxed{}``, the last "the answer is N", the last number anywhere in the completion
+    (lm-evaluation-harness's flexible extract for GSM8K takes the last number alone; strict first is our reading,
+    so that the two agree wherever the format is followed). ``no answer`` only for a completion without a number."""
+    if strict.extracted is not None or strict.reason == EMPTY:
+        return strict
+    text = _tail(completion)
+    boxed, _ = last_boxed(text)
+    said = _ANSWER_IS.findall(text)
+    said_number = _NUMBER.search(_THOUSANDS.sub("", said[-1])) if said else None  # the number "is" is followed by
+    for candidate in (boxed, said_number.group(0) if said_number else None, text):
+        got = parse_number(candidate) if candidate else None
+        if got is not None:
+            return _compared(got, gold_number(answer))
+    return Verdict(0.0, FORMAT)
+
+
+def _compared(got: Fraction, want: Fraction | None) -> Verdict:
     shown = str(got.numerator) if got.denominator == 1 else f"{float(got):g}"
     return Verdict(1.0, CORRECT, shown) if want is not None and got == want else Verdict(0.0, WRONG, shown)
 
@@ -156,6 +193,44 @@ def verify_math(completion: object, answer: str) -> Verdict:
     if extracted is None:
         return Verdict(0.0, reason)
     return Verdict(1.0, CORRECT, extracted) if math_equal(str(answer), extracted) else Verdict(0.0, WRONG, extracted)
+
+
+def verify_math_flexible(completion: object, answer: str, strict: Verdict) -> Verdict:
+    """Math answers read leniently: the strict reading where it read one, else the last number of the completion
+    compared as math (``verify_flexible``'s last resort; LaTeX beyond a number is math-verify's to read)."""
+    if strict.extracted is not None or strict.reason == EMPTY:
+        return strict
+    found = _NUMBER.findall(_THOUSANDS.sub("", _tail(completion)))
+    if not found or len(found[-1]) > MAX_DIGITS:
+        return Verdict(0.0, FORMAT)
+    return Verdict(1.0, CORRECT, found[-1]) if math_equal(str(answer), found[-1]) else Verdict(0.0, WRONG, found[-1])
+
+
+def verify_with_math_verify(completion: object, answer: str) -> Verdict:
+    """math-verify end to end: its extraction from the whole completion (the last ``\\boxed{}``, LaTeX or plain
+    expression, as math-verify finds it) compared with the gold answer by its ``verify``. Outside the main thread
+    (math-verify's timeouts need it) the flexible reading of a number stands in."""
+    text = _tail(completion)
+    if not text.strip():
+        return Verdict(0.0, EMPTY)
+    gold = str(answer).rsplit("####", 1)[-1].strip()  # GSM8K's whole solution, or the answer itself
+    if threading.current_thread() is not threading.main_thread():
+        return verify_flexible(text, gold, Verdict(0.0, FORMAT))
+    from math_verify import parse, verify
+
+    try:
+        parsed = parse(text, parsing_timeout=MATH_TIMEOUT_S)
+    except Exception:  # math-verify reports what it cannot parse as []; anything else is not an answer either
+        parsed = []
+    if not parsed:
+        return Verdict(0.0, FORMAT)
+    shown = str(parsed[-1])[:MAX_ANSWER_CHARS]
+    parsed_gold = _parse_math(gold)
+    try:
+        correct = bool(parsed_gold) and bool(verify(list(parsed_gold), parsed, timeout_seconds=MATH_TIMEOUT_S))
+    except Exception:
+        correct = False
+    return Verdict(1.0, CORRECT, shown) if correct else Verdict(0.0, WRONG, shown)
 
 
 def math_equal(gold: str, predicted: str) -> bool:

@@ -129,6 +129,14 @@ class GRPO(Algorithm):
                 f"set task.overlong_buffer below {self.max_completion_length} (DAPO: 4096 of 20480)",
             )
         weights, functions = self.trl_args.get("reward_weights"), 1 + bool(buffer)  # the verifier, its shaping
+        if weights is not None and components.task.format_reward:
+            raise ConfigError(
+                "algorithm.trl_args.reward_weights",
+                weights,
+                f"and task.format_reward={components.task.format_reward:g} both weigh the reward functions",
+                "leave reward_weights unset: the run weighs the verifier 1, the overlong penalty 1, the format reward "
+                "task.format_reward",
+            )
         if weights is not None and len(weights) != functions:
             raise ConfigError(
                 "algorithm.trl_args.reward_weights",
@@ -162,8 +170,21 @@ class GRPO(Algorithm):
             # without a GPU, so that a launch of several processes joins them over gloo (MULTI_CPU): accelerate
             # would otherwise run each as a process of its own
             "use_cpu": not torch.cuda.is_available(),
+            **self.reward_weights(ctx),
             **self.trl_args,
         }
+
+    def reward_weights(self, ctx: RunContext) -> dict[str, Any]:
+        """TRL's ``reward_weights`` where the format reward is on (a weight per reward function: the verifier's 1,
+        then the task's shaping), else nothing: TRL weighs every function 1."""
+        task = ctx.components.task
+        if not (task.format_reward and self.task_shaping(ctx)):
+            return {}
+        return {"reward_weights": [1.0, *task.shaping_weights()]}
+
+    def task_shaping(self, ctx: RunContext) -> list[Any]:
+        """The task's reward functions after the verifier's (``Task.shaping_rewards``)."""
+        return ctx.components.task.shaping_rewards(self.max_completion_length)
 
     def grpo_config(self, ctx: RunContext) -> Any:
         from trl import GRPOConfig
@@ -248,7 +269,7 @@ class GRPO(Algorithm):
         peft_config = ctx.components.model.lora.peft_config()
         trainer = trainer_cls(
             model=ctx.student.model,
-            reward_funcs=self.reward_functions(ctx) + ctx.components.task.shaping_rewards(self.max_completion_length),
+            reward_funcs=self.reward_functions(ctx) + self.task_shaping(ctx),
             args=self.grpo_config(ctx),
             train_dataset=ctx.data["train"],
             processing_class=ctx.student.tokenizer,

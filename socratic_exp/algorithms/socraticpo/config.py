@@ -158,6 +158,9 @@ class SocraticPO(GRPO):
     def reward_functions(self, ctx: RunContext) -> list[Any]:
         return [socratic_return]  # the rollout verifies and observes; TRL only logs its returns
 
+    def task_shaping(self, ctx: RunContext) -> list[Any]:
+        return []  # the rollout rewards each attempt itself, the format reward included (task.format_reward)
+
     def trainer_base(self) -> type:
         from socratic_exp.algorithms.socraticpo.trainer import SocraticPOTrainer
 

@@ -14,7 +14,8 @@ of its own, without recomputing the shared context K times.
 ``backend=reinforce_pp`` the k1 KL to the initial policy folded into each attempt's token returns, then normalised
 over the batch (Eq. 20), by ``algorithm=reinforce_pp``'s own implementation (``ReinforcePPMixin``, each attempt one
 segment); with ``backend=grpo`` normalised within each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
-The rollout records each row's attempts (``attempt_segments``, ``attempt_outcomes``) among TRL's extra fields, and
+The rollout records each row's attempts (``attempt_segments``, ``attempt_outcomes``, ``attempt_formats``) among TRL's
+extra fields, and
 the rewards, metrics and advantages are computed from the rows of the batch trained.
 
 The rollout uses TRL's ``rollout_func`` hook. With transformers generation a later attempt continues from the KV
@@ -56,10 +57,12 @@ LENGTH_BUCKETS = 4
 
 @dataclasses.dataclass
 class _Rollout:
-    """One rollout's attempts: the (start, end) of each attempt's tokens in the packed completion, and delta."""
+    """One rollout's attempts: the (start, end) of each attempt's tokens in the packed completion, delta, and
+    whether the attempt is in the task's answer format (``task.format_reward``)."""
 
     segments: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     outcomes: list[float] = dataclasses.field(default_factory=list)
+    formats: list[float] = dataclasses.field(default_factory=list)
 
 
 class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
@@ -85,11 +88,13 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         # The batch's attempts as the rollout recorded them in its rows (TRL merged its extra fields into them): the
         # batch trained may be other rollouts than the last ones generated (algorithm.dynamic_sampling)
         self._rollouts = [
-            _Rollout([tuple(s) for s in row["attempt_segments"]], list(row["attempt_outcomes"])) for row in inputs
+            _Rollout([tuple(s) for s in row["attempt_segments"]], list(row["attempt_outcomes"]), row["attempt_formats"])
+            for row in inputs
         ]
         mode = "train" if self.model.training else "eval"
-        outcomes = self._gathered_outcomes(self._rollouts)
-        self._rewards = decayed_rewards(outcomes, decay=self.socratic.reward_decay)
+        outcomes, self._rewards, formats = self._attempt_rewards(self._rollouts)
+        if self.components.task.format_reward:
+            self._metrics[mode]["socraticpo/answer_format"].append(sum(formats) / len(formats))
         for name, value in attempt_metrics(outcomes, self._rewards, self.socratic.max_attempts).items():
             self._metrics[mode][f"socraticpo/{name}"].append(value)
         output["advantages"] = self._token_advantages(output)
@@ -193,6 +198,7 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
                 env_mask[i] += [1] * len(ids)
                 rollouts[i].segments.append((start, len(packed[i])))
                 rollouts[i].outcomes.append(float(solved))
+                rollouts[i].formats.append(float(task.follows_format(text, self._rows[i]["answer"])))
                 attempts[i].append(_attempt(text, verdict))
                 contexts[i] += ids
                 generated_tokens += len(ids)
@@ -213,9 +219,9 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
             active = wrong
         # R(tau) (Eq. 14) of the local rollouts, the rewards decayed over the rollouts generated together: what TRL
         # logs as the reward (and what dynamic sampling compares within a group)
-        decayed = decayed_rewards(self._gathered_outcomes(rollouts), decay=settings.reward_decay)
+        _, rewards, _ = self._attempt_rewards(rollouts)
         offset = self.accelerator.process_index * len(rollouts)
-        returns = [sum(r) for r in decayed[offset : offset + len(rollouts)]]
+        returns = [sum(r) for r in rewards[offset : offset + len(rollouts)]]
         self._metrics[mode]["socraticpo/generated_tokens"].append(generated_tokens)
         self._metrics[mode]["socraticpo/teacher_seconds"].append(teacher_seconds)
         self._metrics[mode]["socraticpo/generation_slots"].append(generation_slots)
@@ -229,6 +235,7 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
             "trajectory_return": returns,
             "attempt_segments": [r.segments for r in rollouts],
             "attempt_outcomes": [r.outcomes for r in rollouts],
+            "attempt_formats": [r.formats for r in rollouts],
         }
 
     def _guidance(self, wrong: list[int], prompts: list[Any], attempts: list[list[Any]]) -> list[str]:
@@ -307,14 +314,25 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         return logps, entropies, None
 
     # --- rewards and advantages ---------------------------------------------------------------------------
-    def _gathered_outcomes(self, rollouts: list[_Rollout]) -> list[list[float]]:
-        """Every process's outcome table (rollouts x attempts), in TRL's global order."""
+    def _attempt_rewards(self, rollouts: list[_Rollout]) -> tuple[list[list[float]], list[list[float]], list[float]]:
+        """Every process's outcomes and rewards (rollouts x attempts, in TRL's global order): delta decayed over the
+        batch (Eq. 17-19), plus ``task.format_reward`` for an attempt in the answer format. Our reading (the paper
+        has no format reward): the format term is added after the decay and stays out of Eq. 18's mean, so that the
+        decay still measures how often earlier attempts were right. Third: each attempt's format flag, flat."""
         K = self.socratic.max_attempts
-        local = torch.full((len(rollouts), K), -1.0, device=self.accelerator.device)
+        local = torch.full((len(rollouts), K, 2), -1.0, device=self.accelerator.device)
         for i, rollout in enumerate(rollouts):
-            local[i, : len(rollout.outcomes)] = torch.tensor(rollout.outcomes)
+            local[i, : len(rollout.outcomes)] = torch.tensor([rollout.outcomes, rollout.formats]).T
         table = self.accelerator.gather(local).tolist()
-        return [[d for d in row if d >= 0] for row in table]
+        outcomes = [[d for d, _ in row if d >= 0] for row in table]
+        formats = [[f for d, f in row if d >= 0] for row in table]
+        rewards = decayed_rewards(outcomes, decay=self.socratic.reward_decay)
+        weight = self.components.task.format_reward
+        if weight:
+            rewards = [
+                [r + weight * f for r, f in zip(*pair, strict=True)] for pair in zip(rewards, formats, strict=True)
+            ]
+        return outcomes, rewards, [f for row in formats for f in row]
 
     def _token_advantages(self, output: dict[str, Any]) -> torch.Tensor:
         """Each student token's advantage: the KL-folded return of its attempt (REINFORCE++, ``reinforce_pp``),
