@@ -8,9 +8,11 @@ import dataclasses
 from typing import ClassVar
 
 import pytest
+from conftest import run_dirs
 
 from socratic_exp.core.config import compose
 from socratic_exp.core.errors import ConfigError
+from socratic_exp.core.run_folder import read_metrics, read_summary
 from socratic_exp.runtime import evaluation
 from socratic_exp.runtime.assembly import build_components
 from socratic_exp.runtime.evaluation import EvalSettings, Evaluator
@@ -134,3 +136,31 @@ def test_a_format_reward_on_a_task_without_a_format_is_refused():
         FreeTextTask(format_reward=0.5).validate()
     assert raised.value.key == "task.format_reward"
     FreeTextTask().validate()  # off: nothing to refuse
+
+
+# --- end to end -------------------------------------------------------------------------------------------------------
+FORMAT_RUN = ["debug=fast", "logger=none", "algorithm.max_steps=2", "eval.every_steps=0", "eval.max_samples=8",
+              "task.answer_parser=flexible", "task.format_reward=0.5"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_grpo_trains_on_correctness_plus_the_weighed_format_reward(run_in_process):
+    proc, outputs = run_in_process(*FORMAT_RUN, "algorithm=grpo")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    steps = [r for r in read_metrics(run_dir) if "loss" in r]
+    assert len(steps) == 2
+    for row in steps:  # TRL's reward: the verifier's mean plus 0.5 x the format reward's, each logged on its own
+        assert row["reward"] == pytest.approx(row["rewards/accuracy/mean"] + 0.5 * row["rewards/answer_format/mean"])
+    final = read_summary(run_dir)["final"]
+    assert {"eval/strict_acc", "eval/flexible_acc", "eval/no_answer"} <= set(final)
+
+
+@pytest.mark.slow
+def test_socraticpo_rewards_each_attempt_in_the_format(run_in_process):
+    proc, outputs = run_in_process(*FORMAT_RUN, "algorithm=socraticpo", "teacher=rule")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(outputs)
+    steps = [r for r in read_metrics(run_dir) if "loss" in r]
+    assert len(steps) == 2 and all(0.0 <= row["socraticpo/answer_format"] <= 1.0 for row in steps)
+    assert not [key for row in steps for key in row if key.startswith("rewards/answer_format")]  # not TRL's: ours
