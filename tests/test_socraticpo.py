@@ -297,9 +297,10 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
 
     from socratic_exp.runtime.assembly import build_components
 
-    algorithm = build_components(compose("algorithm.use_vllm=true", "model=smollm2_135m")).algorithm  # vLLM loads it
-    student = SimpleNamespace(chat_template_kwargs={})
-    ctx = SimpleNamespace(checkpoint_dir="out", run_name="r", seed=0, report_to=[], student=student)
+    components = build_components(compose("algorithm.use_vllm=true", "model=smollm2_135m"))  # vLLM loads it
+    algorithm, student = components.algorithm, SimpleNamespace(chat_template_kwargs={})
+    ctx = SimpleNamespace(checkpoint_dir="out", run_name="r", seed=0, report_to=[], student=student,
+                          components=components)  # fmt: skip
     assert algorithm.trl_kwargs(ctx)["vllm_importance_sampling_correction"] is False
     assert algorithm.trl_kwargs(ctx)["use_vllm"] is True
 
