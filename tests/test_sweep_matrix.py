@@ -16,7 +16,7 @@ from socratic_exp.runtime.assembly import build_components
 SWEEPS = sorted(p.stem for p in (ROOT / "sweeps").glob("*.yaml"))
 OVERLAYS = [None, *sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))]
 # the testbed's task: its axes apply
-ARITHMETIC = [None, "arithmetic_long", "qwen3_arithmetic", "smollm2_cpu", "smollm2_cpu_math"]
+ARITHMETIC = [None, "arithmetic_long", "qwen3_arithmetic", "smollm2_cpu", "smollm2_cpu_flexible", "smollm2_cpu_math"]
 # jobs of each sweep per setup that runs it (by hand: the product of its axes, seeds included)
 JOBS = {
     "entropy_quantile": dict.fromkeys([*ARITHMETIC, "entropy_masked_dapo_qwen3"], 6 * 3 * 3),
