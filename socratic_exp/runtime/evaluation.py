@@ -65,7 +65,7 @@ class EvalSettings(Component):
     def metric_names(self, prefix: str = "eval", teacher: bool = False, parsers: Sequence[str] = ()) -> list[str]:
         """The overall metrics an evaluation reports (the accuracies also per difficulty, as ``<name>/d<level>``);
         ``parsers``: the task's answer parsers, whose greedy accuracies are reported side by side."""
-        names = ["greedy_acc", "no_answer", *side_by_side(parsers)]
+        names = ["greedy_acc", "no_answer", *(f"{parser}_acc" for parser in side_by_side(parsers))]
         names += ["sampled_acc", f"pass@{self.pass_k}"] if self.pass_k else []
         if teacher and self.assisted_attempts > 1:
             names.append("assisted_acc")
@@ -73,12 +73,12 @@ class EvalSettings(Component):
 
 
 def side_by_side(parsers: Sequence[str]) -> list[str]:
-    """The greedy accuracies under the strict and the flexible parser, where the task has them: a format problem
-    shows as the gap between the two (and in ``no_answer``), whichever parser the rewards use."""
-    return [f"{parser}_acc" for parser in (STRICT, FLEXIBLE) if parser in parsers]
+    """The parsers whose greedy accuracy every evaluation reports, strict and flexible where the task has them: a
+    format problem shows as the gap between the two (and in ``no_answer``), whichever parser the rewards use."""
+    return [parser for parser in (STRICT, FLEXIBLE) if parser in parsers]
 
 
-OVERALL_ONLY = ("no_answer", *side_by_side((STRICT, FLEXIBLE)))  # not broken down by difficulty
+OVERALL_ONLY = ("no_answer", f"{STRICT}_acc", f"{FLEXIBLE}_acc")  # not broken down by difficulty
 
 
 class Evaluator:
@@ -126,10 +126,9 @@ class Evaluator:
         results: list[dict[str, float]] = [
             {"greedy_acc": v.score, "no_answer": float(v.extracted is None)} for v in verdicts
         ]
-        for parser_acc in side_by_side(self.task.answer_parsers):
-            parser = parser_acc.removesuffix("_acc")
+        for parser in side_by_side(self.task.answer_parsers):
             for result, completion, answer in zip(results, greedy, answers, strict=True):
-                result[parser_acc] = self.task.verify_as(parser, completion, answer).score
+                result[f"{parser}_acc"] = self.task.verify_as(parser, completion, answer).score
         teacher_counts: Counter[str] = Counter()
         if self.teacher is not None and assisted:
             solved, teacher_counts = self._assisted(student, label, share[:own], mine, greedy, verdicts)

@@ -15,8 +15,7 @@ of its own, without recomputing the shared context K times.
 over the batch (Eq. 20), by ``algorithm=reinforce_pp``'s own implementation (``ReinforcePPMixin``, each attempt one
 segment); with ``backend=grpo`` normalised within each prompt's group of rollouts, TRL's ``beta`` KL in the loss.
 The rollout records each row's attempts (``attempt_segments``, ``attempt_outcomes``, ``attempt_formats``) among TRL's
-extra fields, and
-the rewards, metrics and advantages are computed from the rows of the batch trained.
+extra fields, and the rewards, metrics and advantages are computed from the rows of the batch trained.
 
 The rollout uses TRL's ``rollout_func`` hook. With transformers generation a later attempt continues from the KV
 cache of the attempts before it, and the sampled tokens' log-probabilities are recorded for REINFORCE++'s KL
