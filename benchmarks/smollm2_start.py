@@ -78,10 +78,11 @@ def main() -> None:
             "model=smollm2_135m", "model.decode_dtype=auto", "task=arithmetic", *TASKS[name],
             f"task.system_prompt={json.dumps(ARITHMETIC_PROMPT)}",
         )  # fmt: skip
-        task = build_components(cfg).task
+        components = build_components(cfg)
+        task = components.task
         rows = task.build()["train"].to_list()[: args.prompts]
         if student is None:
-            student = build_components(cfg).model.load(task)
+            student = components.model.load(task)
         started = time.perf_counter()
         texts = generate(
             student, [row["prompt"] for row in rows], max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,

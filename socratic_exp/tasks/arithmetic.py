@@ -19,18 +19,10 @@ from typing import TYPE_CHECKING, ClassVar
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import UserError
 from socratic_exp.tasks import expressions as ex
-from socratic_exp.tasks.base import (
-    FLEXIBLE,
-    MATH_VERIFY,
-    PLAIN_SOLUTION_NOTE,
-    STRICT,
-    Task,
-    Verdict,
-    WarmstartExample,
-    environment_feedback,
-)
+from socratic_exp.tasks.base import PLAIN_SOLUTION_NOTE, Task, Verdict, WarmstartExample, environment_feedback
 from socratic_exp.tasks.diagnosis import diagnose
 from socratic_exp.tasks.hub_data import optional_text, read_file, read_json, text
+from socratic_exp.tasks.verifiers import ALL_PARSERS
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -147,7 +139,7 @@ class ArithmeticTask(Task):
     )
 
     name: ClassVar[str] = "arithmetic"
-    answer_parsers: ClassVar[tuple[str, ...]] = (STRICT, FLEXIBLE, MATH_VERIFY)
+    answer_parsers: ClassVar[tuple[str, ...]] = ALL_PARSERS
     answer_format: ClassVar[str | None] = "a final line 'A: <integer>'"
     fits_tiny_model: ClassVar[bool] = True
 

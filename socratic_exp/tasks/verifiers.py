@@ -173,7 +173,7 @@ def verify_flexible(completion: object, answer: str, strict: Verdict) -> Verdict
     text = _tail(completion)
     boxed, _ = last_boxed(text)
     said = _ANSWER_IS.findall(text)
-    said_number = _NUMBER.search(_THOUSANDS.sub("", said[-1])) if said else None  # the number "is" is followed by
+    said_number = _NUMBER.search(_THOUSANDS.sub("", said[-1])) if said else None  # the first number after "is"
     for candidate in (boxed, said_number.group(0) if said_number else None, text):
         got = parse_number(candidate) if candidate else None
         if got is not None:

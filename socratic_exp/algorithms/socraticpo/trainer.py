@@ -197,7 +197,9 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
                 env_mask[i] += [1] * len(ids)
                 rollouts[i].segments.append((start, len(packed[i])))
                 rollouts[i].outcomes.append(float(solved))
-                rollouts[i].formats.append(float(task.follows_format(text, self._rows[i]["answer"])))
+                # only where rewarded: a math task's strict reading compares with math-verify, per attempt
+                follows = task.format_reward and task.follows_format(text, self._rows[i]["answer"])
+                rollouts[i].formats.append(float(follows))
                 attempts[i].append(_attempt(text, verdict))
                 contexts[i] += ids
                 generated_tokens += len(ids)
