@@ -15,10 +15,11 @@ could not read, broken down by reason; ``--out`` keeps every completion for read
 (``benchmarks/results/smollm2_preset/PREREGISTRATION.md``): greedy accuracy and readable-answer share on each
 candidate's first ``--questions`` held-out questions, the ones a run's evaluation answers (``eval.max_samples``).
 
-``learning`` reads the pre-registered learning runs (a sweep of ``experiment=smollm2_cpu`` over ``algorithm`` and
-``seed``) and computes the registered statistic: each run's held-out gain (final minus initial greedy accuracy), and
-per algorithm the mean with its 95% interval over the seeds (t distribution, n - 1 degrees of freedom), with the
-curve of every evaluation and each run's wall time.
+``learning`` reads the pre-registered learning runs (a sweep of ``experiment=smollm2_cpu`` or
+``experiment=smollm2_cpu_flexible`` over ``algorithm`` and ``seed``) and computes the registered statistics: each
+run's held-out change (final minus initial) of the greedy accuracy under the run's parser, and where the runs logged
+them of the strict and flexible accuracies and the no-answer share; per algorithm the mean with its 95% interval over
+the seeds (t distribution, n - 1 degrees of freedom), with the curve of every evaluation and each run's wall time.
 
 ``step-time`` builds a GSM8K trainer for grpo, socraticpo, sdpo and vpd from one SmolLM2 student (each its own copy
 of the weights) and runs whole steps on the same prompts, rotating which goes first (paired, in one process): the
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import resource
 import statistics
@@ -208,46 +210,57 @@ def start(args: argparse.Namespace) -> None:
         print(f"written to {args.out}")
 
 
+# the registered statistics: the primary (the run's parser), then the secondary ones where a run logged them
+LEARNING_METRICS = ("eval/greedy_acc", "eval/strict_acc", "eval/flexible_acc", "eval/no_answer")
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
+
+
 def learning(args: argparse.Namespace) -> None:
     from socratic_exp.core.run_folder import read_metrics, read_summary
 
-    # t(0.975, df) for the 95% interval of a mean over n = df + 1 seeds
-    t975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
     runs: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for folder in sorted(p for p in Path(args.sweep).iterdir() if (p / "summary.json").is_file()):
         summary = read_summary(folder)
-        config = summary["config"]
-        curve = {
-            int(record["step"]): record["eval/greedy_acc"]
-            for record in read_metrics(folder)
-            if "eval/greedy_acc" in record
+        records = [record for record in read_metrics(folder) if "eval/greedy_acc" in record]
+        curves = {
+            metric: {int(record["step"]): record[metric] for record in records if metric in record}
+            for metric in LEARNING_METRICS
         }
-        steps = sorted(curve)
         runs[algorithm_of(summary)].append(
             {
-                "seed": config["seed"],
+                "seed": summary["config"]["seed"],
                 "status": summary["status"],
                 "wall_minutes": round(summary.get("wall_time_s", 0) / 60, 1),
-                "curve": {step: curve[step] for step in steps},
-                "gain": curve[steps[-1]] - curve[steps[0]] if len(steps) > 1 else None,
+                "curves": {metric: curve for metric, curve in curves.items() if curve},
+                "gains": {metric: gain_of(curve) for metric, curve in curves.items() if len(curve) > 1},
             }
         )
-    table = {}
-    print("| algorithm | seeds | gain per seed (points) | mean gain | 95% interval | wall minutes |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    table: dict[str, Any] = {}
+    print("| algorithm | statistic | seeds | change per seed (points) | mean | 95% interval | wall minutes |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, found in sorted(runs.items()):
-        gains = [run["gain"] for run in found if run["gain"] is not None and run["status"] == "completed"]
-        mean = statistics.fmean(gains) if gains else float("nan")
-        half = t975[len(gains) - 1] * statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else float("nan")
-        table[name] = {"runs": found, "mean_gain": mean, "interval": [mean - half, mean + half]}
-        print(
-            f"| {name} | {len(gains)} | {', '.join(f'{100 * g:+.0f}' for g in gains)} | {100 * mean:+.1f} | "
-            f"[{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}] | "
-            f"{', '.join(str(run['wall_minutes']) for run in found)} |"
-        )
+        table[name] = {"runs": found}
+        for metric in LEARNING_METRICS:
+            gains = [run["gains"][metric] for run in found if metric in run["gains"] and run["status"] == "completed"]
+            if not gains:
+                continue
+            mean = statistics.fmean(gains)
+            half = T975[len(gains) - 1] * statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else math.nan
+            table[name][metric] = {"gains": gains, "mean": mean, "interval": [mean - half, mean + half]}
+            print(
+                f"| {name} | {metric} | {len(gains)} | {', '.join(f'{100 * g:+.0f}' for g in gains)} | "
+                f"{100 * mean:+.1f} | [{100 * (mean - half):+.1f}, {100 * (mean + half):+.1f}] | "
+                f"{', '.join(str(run['wall_minutes']) for run in found)} |"
+            )
     if args.out:
         Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
         print(f"written to {args.out}")
+
+
+def gain_of(curve: dict[int, float]) -> float:
+    """The change of a metric from its first evaluation (before training) to its last."""
+    steps = sorted(curve)
+    return curve[steps[-1]] - curve[steps[0]]
 
 
 def algorithm_of(summary: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ folders, and one completed run for the tests that read a run folder (with the re
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -48,6 +49,30 @@ def data_dir() -> Path:
 def cache_dir(tmp_path_factory) -> Path:
     """One warm-start cache for the whole session (the quick warm-start builds in seconds)."""
     return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def smol_folder(tmp_path_factory, cache_dir) -> Path:
+    """SmolLM2-135M-Instruct's folder in the session's cache (where the app's runs find it too), the wheel's GGUF
+    converted once for the whole suite: the first xdist worker to need it converts it beside the workers' own
+    folders (about 30 CPU-seconds), the others link its files into their caches. Skipped where it is absent."""
+    from filelock import FileLock
+
+    from socratic_exp.models.gguf import converted_path
+    from socratic_exp.models.smollm2 import HUB_NAME, INSTALL, SmolLM2Model, hub_cache_folder, wheel_gguf_file
+
+    source = wheel_gguf_file() if importlib.util.find_spec("gguf") else None
+    if hub_cache_folder(HUB_NAME, None) is None:  # else the Hub's own snapshot is the folder
+        if source is None:
+            pytest.skip(f"SmolLM2-135M-Instruct is neither in the HF cache nor installed ({INSTALL})")
+        target = converted_path(source.resolve(), str(cache_dir))
+        if not target.exists():
+            base = tmp_path_factory.getbasetemp()
+            shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "smollm2-shared"
+            with FileLock(f"{shared}.lock"):
+                converted = Path(SmolLM2Model(cache_dir=str(shared)).resolve())
+            shutil.copytree(converted, target, copy_function=os.link)  # the same files: nothing copied
+    return Path(SmolLM2Model(cache_dir=str(cache_dir)).resolve())
 
 
 def app_environment(outputs: Path, cache_dir: Path) -> dict[str, str]:

@@ -10,7 +10,6 @@ the tests check wiring on real tokens, not learning.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import tempfile
 from pathlib import Path
@@ -25,26 +24,10 @@ pytestmark = [pytest.mark.real, pytest.mark.slow]
 SYSTEM = "Solve the following problem. Reason step by step, then write the final answer alone inside \\boxed{}."
 
 
-def missing() -> str | None:
-    """Why the tier cannot run here (None: it can)."""
-    from socratic_exp.models.smollm2 import HUB_NAME, INSTALL, hub_cache_folder, wheel_gguf_file
-
-    if hub_cache_folder(HUB_NAME, None) is not None:
-        return None
-    if importlib.util.find_spec("gguf") is None or wheel_gguf_file() is None:
-        return f"SmolLM2-135M-Instruct is neither in the HF cache nor installed from its wheel ({INSTALL})"
-    return None
-
-
 @pytest.fixture(scope="session")
-def smol(cache_dir, data_dir) -> Path:
-    """The SmolLM2 folder, converted into the session's cache (the subprocess runs find it there too)."""
-    reason = missing()
-    if reason:
-        pytest.skip(reason)
-    from socratic_exp.models.smollm2 import SmolLM2Model
-
-    return Path(SmolLM2Model(cache_dir=str(cache_dir)).resolve())
+def smol(smol_folder, data_dir) -> Path:
+    """The SmolLM2 folder in the session's cache (the subprocess runs find it there too)."""
+    return smol_folder
 
 
 def overrides(cache_dir: Path, data_dir: Path, task: str = "gsm8k") -> list[str]:

