@@ -329,3 +329,27 @@ def test_default_is_socraticpo_which_brings_the_rule_teacher_unless_another_is_n
     assert teacher("teacher=llm") == "LLMTeacher"
     assert teacher("algorithm=grpo") == "NoTeacher"
     assert teacher("algorithm=grpo", "teacher=rule") == "RuleTeacher"
+
+
+def test_a_config_file_is_parsed_once_and_read_again_when_it_changes(tmp_path):
+    """compose() hands Hydra a copy of each file parsed once: what Hydra merges into it never reaches the next
+    compose, and a file edited on disk is read again."""
+    import os
+
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    from socratic_exp.core.config import parse_config_files_once
+
+    parse_config_files_once()
+    source = FileConfigSource(provider="test", path=str(tmp_path))
+    option = tmp_path / "option.yaml"
+    option.write_text("# @package _global_\nlr: 1\n")
+    first = source.load_config("option.yaml")
+    assert (first.config.lr, first.header["package"]) == (1, "_global_")
+    first.config.lr = 5  # as Hydra merges into what it loaded
+    assert source.load_config("option.yaml").config.lr == 1
+    option.write_text("# @package _global_\nlr: 2\n")  # the same size: its time tells
+    stat = option.stat()
+    os.utime(option, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert source.load_config("option.yaml").config.lr == 2
+    assert compose("algorithm.learning_rate=3e-6").algorithm.learning_rate == 3e-6  # composing goes on as before
