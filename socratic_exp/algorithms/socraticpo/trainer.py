@@ -57,11 +57,43 @@ LENGTH_BUCKETS = 4
 @dataclasses.dataclass
 class _Rollout:
     """One rollout's attempts: the (start, end) of each attempt's tokens in the packed completion, delta, and
-    whether the attempt is in the task's answer format (``task.format_reward``)."""
+    whether the attempt is in the task's answer format (``task.format_reward``); while it is generated, also its
+    context c(k), its packed completion (attempts and teacher turns) with the sampled log-probabilities and TRL's
+    ``env_mask`` over it, the teacher's view of its attempts, and the teacher's last turn."""
 
     segments: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     outcomes: list[float] = dataclasses.field(default_factory=list)
     formats: list[float] = dataclasses.field(default_factory=list)
+    context: list[int] = dataclasses.field(default_factory=list)
+    completion: list[int] = dataclasses.field(default_factory=list)
+    logps: list[float] = dataclasses.field(default_factory=list)
+    env_mask: list[int] = dataclasses.field(default_factory=list)
+    attempts: list[Any] = dataclasses.field(default_factory=list)
+    turn: list[int] = dataclasses.field(default_factory=list)
+
+    def add(self, ids: list[int], logps: list[float], sampled: bool) -> None:
+        """Append tokens to the completion and the context: the student's own (``sampled``) or a teacher turn."""
+        self.completion += ids
+        self.logps += logps
+        self.env_mask += [int(sampled)] * len(ids)
+        self.context += ids
+
+
+@dataclasses.dataclass
+class _Batch:
+    """The rollouts generated together, which of them are still trying, and what their generation keeps between
+    attempts: the KV cache's continuation (transformers) and each rollout's row in its last generate call."""
+
+    prompt_ids: list[list[int]]
+    images: Any
+    multimodal: Any
+    continuation: Continuation | None
+    rollouts: list[_Rollout]
+    active: list[int]
+    row_of: dict[int, int]
+    generated_tokens: float = 0.0
+    generation_slots: float = 0.0  # a padded batch computes every row until its longest completion ends
+    teacher_seconds: float = 0.0
 
 
 class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
@@ -129,110 +161,124 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         return total / max(count, 1.0)
 
     def _interactive_rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        rollout_started = time.perf_counter()
-        settings, task = self.socratic, self.components.task
-        tokenizer = self.processing_class
-        eos_ids = set(self.eos_token_ids)
-        mode = "train" if self.model.training else "eval"
+        """Algorithm 1: attempt, judge each attempt, guide the wrong ones, until none is left to retry."""
+        started = time.perf_counter()
+        batch = self._new_batch(prompts)
+        for k in range(self.socratic.max_attempts):
+            new_ids, new_logps = self._attempt(batch, k)
+            wrong = self._judge(batch, k, new_ids, new_logps)
+            if not most_on_any_process(len(wrong)):  # every process stops at the same attempt
+                break
+            self._guide(batch, wrong, prompts)
+            batch.active = wrong
+        return self._record(batch, started)
+
+    def _new_batch(self, prompts: list[Any]) -> _Batch:
         prompt_ids, images, multimodal = self._tokenize_prompts(prompts)
         # transformers generation keeps the KV cache between the attempts and records the sampled log-probabilities
         continuation = None
         if self._continues and images is None and not multimodal:
             continuation = Continuation(self, record_logps=self.sampled_logps_exact)
-        row_of = {i: i for i in range(len(prompts))}  # each rollout's row in the continuation's last generate call
-        contexts = [list(ids) for ids in prompt_ids]
-        packed: list[list[int]] = [[] for _ in prompts]
-        packed_logps: list[list[float]] = [[] for _ in prompts]
-        env_mask: list[list[int]] = [[] for _ in prompts]
-        rollouts = [_Rollout() for _ in prompts]
-        attempts: list[list[Any]] = [[] for _ in prompts]
-        turns: dict[int, list[int]] = {}  # the teacher's turn after each wrong attempt, by rollout
-        active = list(range(len(prompts)))
-        generated_tokens = generation_slots = teacher_seconds = 0.0
+        rollouts = [_Rollout(context=list(ids)) for ids in prompt_ids]
+        everyone = list(range(len(prompts)))
+        return _Batch(prompt_ids, images, multimodal, continuation, rollouts, everyone, {i: i for i in everyone})
+
+    def _attempt(self, batch: _Batch, k: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """Attempt k of the active rollouts: their new tokens (continuing the KV cache, their log-probabilities too)."""
+        continuation, active = batch.continuation, batch.active
+        if continuation is not None:  # each process's own generate calls (the whole model on every process)
+            if k == 0:
+                new_ids = continuation.start(batch.prompt_ids)
+            elif active:
+                new_ids = continuation.extend(
+                    [batch.row_of[i] for i in active], [batch.rollouts[i].turn for i in active]
+                )
+                batch.row_of = {i: j for j, i in enumerate(active)}
+            else:
+                new_ids = []
+            return new_ids, continuation.last_logps
+        if k == 0:
+            new_ids, _ = self._generate_single_turn(
+                batch.prompt_ids, batch.images, batch.multimodal, self.num_generations
+            )
+            return new_ids, None
+        # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3 and FSDP
+        # a call is collective (a gather, a broadcast sliced by process, a parameter all-gather). A process with
+        # fewer wrong attempts left fills its batch with prompts and drops their completions.
+        contexts = [batch.rollouts[i].context for i in active]
+        contexts += [batch.prompt_ids[0]] * (most_on_any_process(len(contexts)) - len(contexts))
+        new_ids, _ = self._generate_single_turn(contexts, None, {}, 1)
+        return new_ids[: len(active)], None
+
+    def _judge(self, batch: _Batch, k: int, new_ids: list[list[int]], new_logps: list[list[float]] | None) -> list[int]:
+        """Verify and record attempt k of each active rollout; the rollouts that try again (wrong, with attempts and
+        context left)."""
+        task, eos_ids, continuation = self.components.task, set(self.eos_token_ids), batch.continuation
+        # A process may have no active rollout left while another has some; transformers' batch_decode reads an
+        # empty batch as one empty sequence ([""]), so decode it only when there is something to decode.
+        texts = self.processing_class.batch_decode(new_ids, skip_special_tokens=True) if new_ids else []
+        batch.generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
         # A rollout stops early when another guidance turn and attempt would not fit the model's context.
         limit = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
         room = limit - self.max_completion_length if limit else None
-        for k in range(settings.max_attempts):
-            if continuation is not None:  # each process's own generate calls (the whole model on every process)
-                if k == 0:
-                    new_ids = continuation.start(prompt_ids)
-                elif active:
-                    new_ids = continuation.extend([row_of[i] for i in active], [turns[i] for i in active])
-                    row_of = {i: j for j, i in enumerate(active)}
-                else:
-                    new_ids = []
-                new_logps = continuation.last_logps
-            elif k == 0:
-                new_ids, _ = self._generate_single_turn(prompt_ids, images, multimodal, self.num_generations)
-            else:
-                # Every process makes the same generation calls with as many rows: under vLLM's server mode, ZeRO-3
-                # and FSDP a call is collective (a gather, a broadcast sliced by process, a parameter all-gather).
-                # A process with fewer wrong attempts left fills its batch with prompts and drops their completions.
-                batch = [contexts[i] for i in active]
-                batch += [prompt_ids[0]] * (most_on_any_process(len(batch)) - len(batch))
-                new_ids, _ = self._generate_single_turn(batch, None, {}, 1)
-                new_ids = new_ids[: len(active)]
-            # A process may have no active rollout left while another has some; transformers' batch_decode reads
-            # an empty batch as one empty sequence ([""]), so decode it only when there is something to decode.
-            texts = tokenizer.batch_decode(new_ids, skip_special_tokens=True) if new_ids else []
-            # a padded batch computes every row until its longest completion ends
-            generation_slots += len(new_ids) * max(map(len, new_ids), default=0)
-            wrong = []
-            for j, (i, ids, text) in enumerate(zip(active, new_ids, texts, strict=True)):
-                verdict = task.verify(text, self._rows[i]["answer"])
-                solved = verdict.score >= 1.0
-                no_room = room is not None and len(contexts[i]) + len(ids) + TURN_BUDGET > room
-                last = solved or k == settings.max_attempts - 1 or no_room
-                ids = list(ids)
-                if not last and not self.chat:
-                    kept = len(ids)
-                    while ids and ids[-1] in eos_ids:  # a plain context continues after the text, not an EOS
-                        ids.pop()
-                    if continuation is not None:
-                        continuation.drop_last_tokens(row_of[i], kept - len(ids))
-                start = len(packed[i])
-                packed[i] += ids
-                if continuation is not None and continuation.record_logps:
-                    packed_logps[i] += new_logps[j][: len(ids)]
-                env_mask[i] += [1] * len(ids)
-                rollouts[i].segments.append((start, len(packed[i])))
-                rollouts[i].outcomes.append(float(solved))
-                # only where rewarded: a math task's strict reading compares with math-verify, per attempt
-                follows = task.format_reward and task.follows_format(text, self._rows[i]["answer"])
-                rollouts[i].formats.append(float(follows))
-                attempts[i].append(_attempt(text, verdict))
-                contexts[i] += ids
-                generated_tokens += len(ids)
-                if not last:
-                    wrong.append(i)
-            if not most_on_any_process(len(wrong)):  # every process stops at the same attempt
-                break
-            started = time.perf_counter()
-            guidance = self._guidance(wrong, prompts, attempts)
-            teacher_seconds += time.perf_counter() - started
-            for i, text in zip(wrong, guidance, strict=True):
-                turn = self._turn_ids(prompts[i], text, ends_with_eos=bool(packed[i]) and packed[i][-1] in eos_ids)
-                packed[i] += turn
-                packed_logps[i] += [0.0] * len(turn)  # context, not sampled: outside the loss and the KL
-                env_mask[i] += [0] * len(turn)
-                contexts[i] += turn
-                turns[i] = turn
-            active = wrong
+        wrong = []
+        for j, (i, ids, text) in enumerate(zip(batch.active, new_ids, texts, strict=True)):
+            rollout, answer = batch.rollouts[i], self._rows[i]["answer"]
+            verdict = task.verify(text, answer)
+            solved = verdict.score >= 1.0
+            no_room = room is not None and len(rollout.context) + len(ids) + TURN_BUDGET > room
+            last = solved or k == self.socratic.max_attempts - 1 or no_room
+            ids = list(ids)
+            if not last and not self.chat:
+                kept = len(ids)
+                while ids and ids[-1] in eos_ids:  # a plain context continues after the text, not an EOS
+                    ids.pop()
+                if continuation is not None:
+                    continuation.drop_last_tokens(batch.row_of[i], kept - len(ids))
+            start = len(rollout.completion)
+            recorded = continuation is not None and continuation.record_logps
+            rollout.add(ids, new_logps[j][: len(ids)] if recorded else [], sampled=True)
+            rollout.segments.append((start, len(rollout.completion)))
+            rollout.outcomes.append(float(solved))
+            # only where rewarded: a math task's strict reading compares with math-verify, per attempt
+            rollout.formats.append(float(task.format_reward and task.follows_format(text, answer)))
+            rollout.attempts.append(_as_attempt(text, verdict))
+            batch.generated_tokens += len(ids)
+            if not last:
+                wrong.append(i)
+        return wrong
+
+    def _guide(self, batch: _Batch, wrong: list[int], prompts: list[Any]) -> None:
+        """The teacher's turn f(k) after each wrong attempt, appended to the rollout as context (Eq. 10)."""
+        started = time.perf_counter()
+        guidance = self._guidance(wrong, prompts, [rollout.attempts for rollout in batch.rollouts])
+        batch.teacher_seconds += time.perf_counter() - started
+        eos_ids = set(self.eos_token_ids)
+        for i, text in zip(wrong, guidance, strict=True):
+            rollout = batch.rollouts[i]
+            ends_with_eos = bool(rollout.completion) and rollout.completion[-1] in eos_ids
+            rollout.turn = self._turn_ids(prompts[i], text, ends_with_eos=ends_with_eos)
+            rollout.add(rollout.turn, [0.0] * len(rollout.turn), sampled=False)  # outside the loss and the KL
+
+    def _record(self, batch: _Batch, started: float) -> dict[str, Any]:
+        """The rollout's metrics, the sampler's observations and TRL's fields, each row's attempts among them."""
+        rollouts, mode = batch.rollouts, "train" if self.model.training else "eval"
         # R(tau) (Eq. 14) of the local rollouts, the rewards decayed over the rollouts generated together: what TRL
         # logs as the reward (and what dynamic sampling compares within a group)
         _, rewards, _ = self._attempt_rewards(rollouts)
         offset = self.accelerator.process_index * len(rollouts)
         returns = [sum(r) for r in rewards[offset : offset + len(rollouts)]]
-        self._metrics[mode]["socraticpo/generated_tokens"].append(generated_tokens)
-        self._metrics[mode]["socraticpo/teacher_seconds"].append(teacher_seconds)
-        self._metrics[mode]["socraticpo/generation_slots"].append(generation_slots)
-        self._metrics[mode]["socraticpo/rollout_seconds"].append(time.perf_counter() - rollout_started)
+        self._metrics[mode]["socraticpo/generated_tokens"].append(batch.generated_tokens)
+        self._metrics[mode]["socraticpo/teacher_seconds"].append(batch.teacher_seconds)
+        self._metrics[mode]["socraticpo/generation_slots"].append(batch.generation_slots)
+        self._metrics[mode]["socraticpo/rollout_seconds"].append(time.perf_counter() - started)
         self.components.sampler.observe([row["index"] for row in self._rows], [r.outcomes[0] for r in rollouts])
+        recorded = batch.continuation is not None and batch.continuation.record_logps
         return {
-            "prompt_ids": prompt_ids,
-            "completion_ids": packed,
-            "logprobs": packed_logps if continuation is not None and continuation.record_logps else None,
-            "env_mask": env_mask,
+            "prompt_ids": batch.prompt_ids,
+            "completion_ids": [r.completion for r in rollouts],
+            "logprobs": [r.logps for r in rollouts] if recorded else None,
+            "env_mask": [r.env_mask for r in rollouts],
             "trajectory_return": returns,
             "attempt_segments": [r.segments for r in rollouts],
             "attempt_outcomes": [r.outcomes for r in rollouts],
@@ -355,7 +401,8 @@ class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
         )
 
 
-def _attempt(text: str, verdict: Any) -> Any:
+def _as_attempt(text: str, verdict: Any) -> Any:
+    """What the teacher reads of an attempt: its text and its verdict."""
     from socratic_exp.teachers.base import Attempt
 
     return Attempt(text, verdict.score, verdict.reason)
