@@ -417,3 +417,26 @@ def test_each_method_folders_tests_are_named_after_it():
         package = module_name(folder / "__init__.py")
         for file in files:
             assert package in file.read_text(), f"{file.name} does not import {package}"
+
+
+MOST_LINES = 60  # a function longer than this is split into named steps
+
+
+def long_functions(tree: ast.Module, where: str) -> list[str]:
+    """The functions and methods of ``tree`` longer than ``MOST_LINES`` lines (signature and docstring included)."""
+    return [f"{where}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.end_lineno - node.lineno + 1 > MOST_LINES]  # fmt: skip
+
+
+def test_the_length_finder_counts_a_functions_lines():
+    fits = "def fits():\n" + "".join(f"    x{i} = {i}\n" for i in range(59))  # 60 lines with its def
+    over = "class A:\n    def over(self):\n" + "".join(f"        x{i} = {i}\n" for i in range(60))
+    assert long_functions(ast.parse(fits), "a.py") == []
+    assert long_functions(ast.parse(over), "a.py") == ["a.py:2 over (61 lines)"]
+
+
+def test_no_function_is_longer_than_60_lines():
+    found = [line for path in sorted(PACKAGE.rglob("*.py"))
+             for line in long_functions(ast.parse(path.read_text()), str(path.relative_to(PACKAGE)))]  # fmt: skip
+    assert found == []

@@ -130,6 +130,56 @@ def _user_error_within(err: BaseException) -> BaseException | None:
     return None
 
 
+def _file_error_line(found: OSError) -> str:
+    """``hydra_error_line`` for a file error: the run folder, the override or the file it is about."""
+    path = os.path.abspath(os.fsdecode(found.filename))
+    why = "a file is in the way" if isinstance(found, FileExistsError | NotADirectoryError) else found.strerror
+    overrides = [arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg and not arg.startswith("-")]
+    given = {key.lstrip("+~"): value for key, value in overrides}
+    outputs = os.environ.get("SOCRATIC_EXP_OUTPUTS") or "outputs"
+    folders = [outputs, os.environ.get(RUN_DIR_ENV), given.get("hydra.run.dir"), given.get("hydra.sweep.dir")]
+    if any(_is_run_folder(_within(path, folder)) for folder in folders if folder):
+        return (
+            f"cannot create the run folder {found.filename} ({why}) (fix: a writable folder: "
+            f"hydra.run.dir=<folder>, $SOCRATIC_EXP_OUTPUTS or ${RUN_DIR_ENV})"
+        )
+    name = os.path.basename(path)
+    for key, value in overrides:
+        if name and name in key:  # Hydra looked the key up as a config group: a file named after it
+            problem = "is too long to be a config key" if found.errno == errno.ENAMETOOLONG else "is no config key"
+            return (
+                f"the override {_shortened(key)}=...: its key {problem} (looked up as a config group: "
+                f"{found.strerror}) (fix: check its spelling; python -m socratic_exp --help lists the keys)"
+            )
+        if value and _within(path, value) is not None:  # e.g. resume=<folder>, whose summary.json was looked for
+            return f"{key}={_shortened(value)}: {found.strerror} (fix: check the path)"
+    from socratic_exp.core.errors import file_system_error
+
+    known = file_system_error(found)  # a file of a run folder: a full disk, a file in the way, ...
+    if known is not None:
+        return str(known)
+    return f"cannot use {_shortened(path, 200)} ({found.strerror}) (fix: check the path and its permissions)"
+
+
+def _within(path: str, folder: str) -> str | None:
+    """``path`` relative to ``folder`` ("" for the folder itself or a parent that mkdir could not make), or None
+    outside it."""
+    folder = os.path.abspath(folder)
+    if path == folder or folder.startswith(path + os.sep):
+        return ""
+    return path[len(folder) + 1 :] if path.startswith(folder + os.sep) else None
+
+
+def _is_run_folder(relative: str | None) -> bool:
+    """Whether a path relative to the outputs is a run folder: <date>/<time>, multirun/<date>/<time>/<job>, no file
+    names."""
+    return relative is not None and "." not in relative and relative.count(os.sep) < 4
+
+
+def _shortened(text: str, most: int = 60) -> str:
+    return text if len(text) <= most else f"{text[: most - 3]}... ({len(text)} characters)"
+
+
 def hydra_error_line(err: BaseException) -> str:
     """One line for an error Hydra raises before or around the run: its message's lines joined (OmegaConf's
     ``full_key`` / ``object_type`` details dropped), its cause's first line, or what a file error means.
@@ -145,48 +195,7 @@ def hydra_error_line(err: BaseException) -> str:
             break
         found = found.__cause__ or found.__context__
     if isinstance(found, OSError) and found.filename and (found is err or str(found) in str(err)):
-        path = os.path.abspath(os.fsdecode(found.filename))
-        why = "a file is in the way" if isinstance(found, FileExistsError | NotADirectoryError) else found.strerror
-        overrides = [arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg and not arg.startswith("-")]
-        given = {key.lstrip("+~"): value for key, value in overrides}
-        outputs = os.environ.get("SOCRATIC_EXP_OUTPUTS") or "outputs"
-        folders = [outputs, os.environ.get(RUN_DIR_ENV), given.get("hydra.run.dir"), given.get("hydra.sweep.dir")]
-
-        def within(folder: str) -> str | None:
-            """The path relative to ``folder`` ("" for the folder itself or a parent that mkdir could not make), or
-            None outside it."""
-            folder = os.path.abspath(folder)
-            if path == folder or folder.startswith(path + os.sep):
-                return ""
-            return path[len(folder) + 1 :] if path.startswith(folder + os.sep) else None
-
-        def run_folder(relative: str | None) -> bool:  # <date>/<time>, multirun/<date>/<time>/<job>: no file names
-            return relative is not None and "." not in relative and relative.count(os.sep) < 4
-
-        def shortened(text: str, most: int = 60) -> str:
-            return text if len(text) <= most else f"{text[: most - 3]}... ({len(text)} characters)"
-
-        if any(run_folder(within(folder)) for folder in folders if folder):
-            return (
-                f"cannot create the run folder {found.filename} ({why}) (fix: a writable folder: "
-                f"hydra.run.dir=<folder>, $SOCRATIC_EXP_OUTPUTS or ${RUN_DIR_ENV})"
-            )
-        name = os.path.basename(path)
-        for key, value in overrides:
-            if name and name in key:  # Hydra looked the key up as a config group: a file named after it
-                problem = "is too long to be a config key" if found.errno == errno.ENAMETOOLONG else "is no config key"
-                return (
-                    f"the override {shortened(key)}=...: its key {problem} (looked up as a config group: "
-                    f"{found.strerror}) (fix: check its spelling; python -m socratic_exp --help lists the keys)"
-                )
-            if value and within(value) is not None:  # e.g. resume=<folder>, whose summary.json was looked for
-                return f"{key}={shortened(value)}: {found.strerror} (fix: check the path)"
-        from socratic_exp.core.errors import file_system_error
-
-        known = file_system_error(found)  # a file of a run folder: a full disk, a file in the way, ...
-        if known is not None:
-            return str(known)
-        return f"cannot use {shortened(path, 200)} ({found.strerror}) (fix: check the path and its permissions)"
+        return _file_error_line(found)
     overridden = re.search(r"Could not override '([\w.]+)'", str(err))
     if overridden is not None:  # a key that a method took over says where it lives now
         from socratic_exp.core.methods import moved_key

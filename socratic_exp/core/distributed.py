@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from socratic_exp.core.errors import UserError
+
 T = TypeVar("T")
 
 
@@ -67,8 +69,6 @@ def run_folder_of_launch(decide: Callable[[], str], each_decides: bool = False) 
     so through the store: a rank that does not (no shared file system) stops the launch in one line on every node.
     Without torchrun's store, ``each_decides`` (``$SOCRATIC_EXP_RUN_DIR`` set for every rank) lets each rank decide
     alone, and one node shares its folder through a hand-off file; several nodes are refused."""
-    from socratic_exp.core.errors import UserError
-
     if launched_processes() <= 1:
         return decide()
     launch = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}/" + os.environ.get(
@@ -94,75 +94,86 @@ def _through_store(decide: Callable[[], str]) -> str:
     """``decide()`` on rank 0, shared through torchrun's agent store (or its failure, so that no rank waits for a
     folder that will not come); on several nodes, with every rank's word that it sees the folder (see
     ``run_folder_of_launch``)."""
+    store = _launch_store()
+    prefix = f"socratic_exp/run_folder/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if is_main():
+        return _decide_and_share(store, prefix, decide)
+    _wait(store, [f"{prefix}/folder"], SHARE_TIMEOUT_S, "the main process's run folder")
+    shared = json.loads(store.get(f"{prefix}/folder"))
+    if "error" in shared:
+        raise UserError(f"[rank {rank()}] the main process could not choose the run folder: {shared['error']}")
+    if nodes() > 1:
+        _say_whether_seen(store, prefix, shared)
+    return shared["folder"]
+
+
+def _launch_store() -> Any:
+    """A client of torchrun's agent store (``MASTER_ADDR:MASTER_PORT``)."""
     from datetime import timedelta
 
     from torch.distributed import TCPStore
 
-    from socratic_exp.core.errors import UserError
-    from socratic_exp.core.run_folder import abandon_run_folder, claim_run_folder, lock_holder
-
-    address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    host, port = os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
     try:
-        store = TCPStore(
-            address.rsplit(":", 1)[0], int(address.rsplit(":", 1)[1]), None, False, timedelta(seconds=SHARE_TIMEOUT_S)
-        )
+        return TCPStore(host, int(port), None, False, timedelta(seconds=SHARE_TIMEOUT_S))
     except (RuntimeError, OSError) as err:
         raise UserError(
-            f"rank {rank()} cannot reach the launch's store at {address} ({err})",
+            f"rank {rank()} cannot reach the launch's store at {host}:{port} ({err})",
             "check that the launcher (torchrun) is running and MASTER_ADDR/MASTER_PORT",
         ) from None
-    prefix = f"socratic_exp/run_folder/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def _wait(store: Any, keys: list[str], seconds: float, what: str) -> None:
+    from datetime import timedelta
+
+    try:
+        store.wait(keys, timedelta(seconds=seconds))
+    except RuntimeError:  # torch's DistStoreError: a timeout
+        raise UserError(
+            f"rank {rank()} waited {seconds:.0f} s for {what}",
+            "see the other ranks' output: one of them failed before it got there",
+        ) from None
+
+
+def _decide_and_share(store: Any, prefix: str, decide: Callable[[], str]) -> str:
+    """The main process's side: the folder (or the failure to choose one) into the store; on several nodes, the
+    folder abandoned when a rank does not see it."""
+    from socratic_exp.core.run_folder import abandon_run_folder, claim_run_folder
+
     several_nodes = nodes() > 1
-    others = [r for r in range(launched_processes()) if r != rank()]
+    try:
+        folder, launch = decide(), uuid.uuid4().hex
+        if several_nodes:  # the lock file names this launch: what every rank looks for to know it sees the folder
+            claim_run_folder(Path(folder), launch=launch)
+    except Exception as err:
+        store.set(f"{prefix}/folder", json.dumps({"error": str(err)}))
+        raise
+    store.set(f"{prefix}/folder", json.dumps({"folder": folder, "launch": launch, "host": platform.node()}))
+    if several_nodes:
+        others = [r for r in range(launched_processes()) if r != rank()]
+        seen_keys = [f"{prefix}/seen/{r}" for r in others]
+        _wait(store, seen_keys, SHARE_TIMEOUT_S + SEE_TIMEOUT_S, "every rank to see the folder")
+        if unseen := [word for key in seen_keys if (word := store.get(key).decode())]:
+            abandon_run_folder(Path(folder))
+            raise UserError(f"{unseen[0]} ({len(unseen)} rank(s) in all)", _NOT_SHARED_FIX)
+    return folder
 
-    def wait(keys: list[str], seconds: float, what: str) -> None:
-        try:
-            store.wait(keys, timedelta(seconds=seconds))
-        except RuntimeError:  # torch's DistStoreError: a timeout
-            raise UserError(
-                f"rank {rank()} waited {seconds:.0f} s for {what}",
-                "see the other ranks' output: one of them failed before it got there",
-            ) from None
 
-    if is_main():
-        try:
-            folder, launch = decide(), uuid.uuid4().hex
-            if several_nodes:  # the lock file names this launch: what every rank looks for to know it sees the folder
-                claim_run_folder(Path(folder), launch=launch)
-        except Exception as err:
-            store.set(f"{prefix}/folder", json.dumps({"error": str(err)}))
-            raise
-        store.set(f"{prefix}/folder", json.dumps({"folder": folder, "launch": launch, "host": platform.node()}))
-        if several_nodes:
-            wait(
-                [f"{prefix}/seen/{r}" for r in others], SHARE_TIMEOUT_S + SEE_TIMEOUT_S, "every rank to see the folder"
-            )
-            if unseen := [word for r in others if (word := store.get(f"{prefix}/seen/{r}").decode())]:
-                abandon_run_folder(Path(folder))
-                raise UserError(f"{unseen[0]} ({len(unseen)} rank(s) in all)", _NOT_SHARED_FIX)
-        return folder
-    wait([f"{prefix}/folder"], SHARE_TIMEOUT_S, "the main process's run folder")
-    shared = json.loads(store.get(f"{prefix}/folder"))
-    if "error" in shared:
-        raise UserError(f"[rank {rank()}] the main process could not choose the run folder: {shared['error']}")
-    if not several_nodes:
-        return shared["folder"]
+def _say_whether_seen(store: Any, prefix: str, shared: dict[str, str]) -> None:
+    """Another node's side: whether its file system shows the main process's folder (the lock file naming the
+    launch), told to the store, and a failure here too when it does not."""
+    from socratic_exp.core.run_folder import lock_holder
+
+    folder = Path(shared["folder"])
     deadline = time.monotonic() + SEE_TIMEOUT_S
-    while lock_holder(Path(shared["folder"])).get("launch") != shared["launch"] and time.monotonic() < deadline:
+    while lock_holder(folder).get("launch") != shared["launch"] and time.monotonic() < deadline:
         time.sleep(0.2)
-    seen = lock_holder(Path(shared["folder"])).get("launch") == shared["launch"]
-    problem = (
-        ""
-        if seen
-        else (
-            f"rank {rank()} on {platform.node()} does not see the run folder {shared['folder']} "
-            f"of the main process (on {shared['host']})"
-        )
-    )
+    seen = lock_holder(folder).get("launch") == shared["launch"]
+    problem = "" if seen else (f"rank {rank()} on {platform.node()} does not see the run folder {shared['folder']} "
+                               f"of the main process (on {shared['host']})")  # fmt: skip
     store.set(f"{prefix}/seen/{rank()}", problem)
     if problem:
         raise UserError(problem, _NOT_SHARED_FIX)
-    return shared["folder"]
 
 
 _NOT_SHARED_FIX = (
@@ -175,8 +186,6 @@ def _through_handoff_file(decide: Callable[[], str]) -> str:
     """One node without torchrun's store: local rank 0 publishes ``decide()`` in a hand-off file that the other ranks
     read, keyed by the launcher process (the ranks' common parent) and ``MASTER_PORT``; a file older than this
     process is a stale one from an earlier launch."""
-    from socratic_exp.core.errors import UserError
-
     handoff = Path(tempfile.gettempdir()) / f"socratic_exp-run-dir-{os.getppid()}-{os.environ.get('MASTER_PORT', '')}"
     if int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) == 0:
         folder = decide()
@@ -276,8 +285,6 @@ def launch_layout(trainer: Any) -> dict[str, Any]:
     """How the trainer's processes run (recorded in ``summary.json``): their number and accelerate's distributed
     type. FSDP asked for but not applied is an error: accelerate applies it to GPU processes only, and on CPU
     (``MULTI_CPU``) it would train with plain data parallelism without a word."""
-    from socratic_exp.core.errors import UserError
-
     accelerator = trainer.accelerator
     kind = accelerator.distributed_type.value
     if getattr(trainer.args, "fsdp", None) and kind != "FSDP":

@@ -359,7 +359,7 @@ def mark_failed(job_dir: Path, overrides: Sequence[str], kind: str, message: str
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     """Run the jobs ``n_jobs`` at a time, each in its own process (or its own multi-process launch); returns
     Hydra's ``JobReturn`` for each."""
-    from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+    from hydra.core.utils import configure_log, setup_globals
     from joblib import Parallel, delayed
 
     setup_globals()
@@ -367,19 +367,39 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    settings, jobs = checked_jobs(launcher, sweep_dir, job_overrides, initial_job_idx)
+    slots = job_gpu_slots(launcher, settings)
+    n_jobs = settings.n_jobs or max(1, len(slots))
+    runner = LocalJobs(sweep_dir, settings.how, jobs, initial_job_idx, len(job_overrides), slots,
+                       threads_per_job(n_jobs, settings.threads_per_job))  # fmt: skip
+    log.info(f"Launching {len(job_overrides)} jobs, {n_jobs} at a time, {runner.shape()}; sweep folder {sweep_dir}")
+    return Parallel(n_jobs=n_jobs, backend="threading", timeout=settings.timeout)(
+        delayed(runner.run)(initial_job_idx + i, overrides) for i, overrides in enumerate(job_overrides)
+    )
+
+
+def checked_jobs(
+    launcher: Any, sweep_dir: Path, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+) -> tuple[LocalSettings, JobFiles]:
+    """The launcher's settings and the jobs' files, once the settings, the tools and the sweep folder are checked
+    (a fault ends the launch in one line); the secrets of the command line scrubbed from Hydra's files."""
     # multirun.yaml holds the command line: a secret given there must not stay in it
-    secrets = sweep_secrets(config, job_overrides)
+    secrets = sweep_secrets(launcher.config, job_overrides)
     scrub_hydra_files(sweep_dir, secrets)
     try:
         settings = local_settings(launcher)
-        how = settings.how
-        check_installed(how)
+        check_installed(settings.how)
         check_sweep_folder(sweep_dir, job_overrides, initial_job_idx)
-        jobs = JobFiles.of(launcher, job_overrides, initial_job_idx, secrets)
+        return settings, JobFiles.of(launcher, job_overrides, initial_job_idx, secrets)
     except (LauncherSettingError, SweepFolderConflict) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
+
+def job_gpu_slots(launcher: Any, settings: LocalSettings) -> list[str]:
+    """The GPU slots the jobs take turns on (``CUDA_VISIBLE_DEVICES`` values; none without GPUs); a multi-process
+    job that would put two ranks on one GPU ends the launch in one line."""
+    how = settings.how
     gpus_per_job = how.processes if settings.gpus_per_job is None else settings.gpus_per_job
     gpus = visible_gpus()
     if how.distributed and gpus and len(gpus) < gpus_per_job:  # the ranks would share a GPU: NCCL refuses
@@ -388,56 +408,67 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
               f"than a job's {gpus_per_job} (fix: hydra.launcher.processes_per_job={len(gpus)}; or, for processes on "
               "CPU, hydra.launcher.gpus_per_job=0 with +algorithm.trl_args.use_cpu=true)", file=sys.stderr)  # fmt: skip
         sys.exit(2)
-    slots = gpu_slots(gpus, gpus_per_job)
-    n_jobs = settings.n_jobs or max(1, len(slots))
-    threads = threads_per_job(n_jobs, settings.threads_per_job)
-    free_gpus: queue.Queue[str] = queue.Queue()
-    for slot in slots:
-        free_gpus.put(slot)
-    gpu_note = f", GPUs {len(slots)} slots of {gpus_per_job}" if slots else ", no GPU"
-    if how.distributed:
-        shape = (f"each launched by {how.tool}: {how.processes} processes with "
-                 f"{threads_per_process(threads, how.processes)} CPU thread(s) each")  # fmt: skip
-    else:
-        shape = f"each in its own process with {threads} CPU thread(s)"
-    log.info(f"Launching {len(job_overrides)} jobs, {n_jobs} at a time, {shape}{gpu_note}; sweep folder {sweep_dir}")
-    done = {"count": 0}
-    progress = threading.Lock()
-    start_lock = threading.Lock()
-    ports = FreePorts()
+    return gpu_slots(gpus, gpus_per_job)
 
-    def run_one(index: int, overrides: Sequence[str]) -> JobReturn:
-        job_dir = sweep_dir / str(index)
+
+class LocalJobs:
+    """The jobs of one local launch, run by joblib's threads: each takes a free GPU slot (if any), runs in its own
+    process or multi-process launch, and reports its outcome as Hydra's ``JobReturn``; a job completed in an earlier
+    launch is skipped."""
+
+    def __init__(self, sweep_dir: Path, how: ProcessLaunch, jobs: JobFiles, first_index: int, total: int,
+                 slots: list[str], threads: int) -> None:  # fmt: skip
+        self.sweep_dir, self.how, self.jobs, self.first_index, self.total = sweep_dir, how, jobs, first_index, total
+        self.slots, self.threads = slots, threads
+        self.free_gpus: queue.Queue[str] = queue.Queue()
+        for slot in slots:
+            self.free_gpus.put(slot)
+        self.done = 0
+        self.progress = threading.Lock()
+        self.start_lock = threading.Lock()
+        self.ports = FreePorts()
+
+    def shape(self) -> str:
+        """How each job runs, for the launch's first line."""
+        how, gpus_per_job = self.how, len(self.slots[0].split(",")) if self.slots else 0
+        gpu_note = f", GPUs {len(self.slots)} slots of {gpus_per_job}" if self.slots else ", no GPU"
+        if how.distributed:
+            return (f"each launched by {how.tool}: {how.processes} processes with "
+                    f"{threads_per_process(self.threads, how.processes)} CPU thread(s) each{gpu_note}")  # fmt: skip
+        return f"each in its own process with {self.threads} CPU thread(s){gpu_note}"
+
+    def run(self, index: int, overrides: Sequence[str]) -> Any:
+        from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+
+        job_dir = self.sweep_dir / str(index)
         shown = " ".join(redact_overrides(filter_overrides(overrides)))
         previous = completed_run(job_dir, overrides)
         if previous is not None:
             log.info(f"#{index} : {shown}: completed in an earlier launch, skipped")
             return _job_return(JobReturn, JobStatus, overrides, job_dir, previous.get("objective"))
-        gpu = free_gpus.get() if slots else None
+        gpu = self.free_gpus.get() if self.slots else None
         started = time.perf_counter()
         try:
-            environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads)), **jobs.variables}
+            environment = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(self.threads)), **self.jobs.variables}
             if gpu is not None:
                 environment["CUDA_VISIBLE_DEVICES"] = gpu
             log.info(f"#{index} : {shown}" + (f" (GPU {gpu})" if gpu is not None else ""))
-            payload = jobs.payloads[index - initial_job_idx]
-            result, returncode, reported = run_job_processes(payload, environment, how, job_dir, start_lock, ports)
+            payload = self.jobs.payloads[index - self.first_index]
+            result, returncode, reported = run_job_processes(
+                payload, environment, self.how, job_dir, self.start_lock, self.ports
+            )
         finally:
             if gpu is not None:
-                free_gpus.put(gpu)
+                self.free_gpus.put(gpu)
         if result is None:  # the process died before it could report: the job failed, the sweep goes on
-            mark_dead(job_dir, overrides, returncode, how)
+            mark_dead(job_dir, overrides, returncode, self.how)
             result = _job_return(JobReturn, JobStatus, overrides, job_dir, None)
-        ranks = f", {reported} of {how.processes} processes finished" if how.distributed else ""
-        with progress:
-            done["count"] += 1
+        ranks = f", {reported} of {self.how.processes} processes finished" if self.how.distributed else ""
+        with self.progress:
+            self.done += 1
             log.info(f"#{index} {_outcome_of(job_dir)} in {time.perf_counter() - started:.0f} s{ranks} "
-                     f"({done['count']} of {len(job_overrides)} done)")  # fmt: skip
+                     f"({self.done} of {self.total} done)")  # fmt: skip
         return result
-
-    return Parallel(n_jobs=n_jobs, backend="threading", timeout=settings.timeout)(
-        delayed(run_one)(initial_job_idx + i, overrides) for i, overrides in enumerate(job_overrides)
-    )
 
 
 def sweep_secrets(config: Any, job_overrides: Sequence[Sequence[str]]) -> list[str]:

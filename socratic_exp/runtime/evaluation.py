@@ -135,24 +135,45 @@ class Evaluator:
             for result, value in zip(results, solved, strict=False):
                 result["assisted_acc"] = value
         if settings.pass_k:
-            k = settings.pass_k
-            sampled = generate(
-                student,
-                mine,
-                sample=True,
-                temperature=settings.temperature,
-                top_p=settings.top_p,
-                num_return_sequences=k,
-                progress=f"{label}: pass@{k}",
-                seed=settings.sampling_seed,
-                **common,
-            )
-            scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
-            for i, result in enumerate(results):
-                tries = scores[i * k : (i + 1) * k]
-                result["sampled_acc"] = sum(tries) / k
-                result[f"pass@{k}"] = float(max(tries) > 0)
-        every = gather_shares(len(prompts), results[:own])
+            self._sampled(student, label, mine, answers, results, common)
+        metrics = self._aggregated(prefix, gather_shares(len(prompts), results[:own]))
+        if self.teacher is not None and assisted:
+            stats = TeacherStats()
+            stats.counts = sum(gather_objects(teacher_counts), Counter())
+            metrics |= {f"{prefix}/{name}": value for name, value in stats.drain().items()}
+        return metrics
+
+    def _sampled(
+        self,
+        student: Student,
+        label: str,
+        mine: list[str],
+        answers: list[Any],
+        results: list[dict[str, float]],
+        common: dict[str, Any],
+    ) -> None:
+        """Each question's sampled accuracy and pass@k over ``pass_k`` samples, into its ``results`` row."""
+        settings, k = self.settings, self.settings.pass_k
+        sampled = generate(
+            student,
+            mine,
+            sample=True,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            num_return_sequences=k,
+            progress=f"{label}: pass@{k}",
+            seed=settings.sampling_seed,
+            **common,
+        )
+        scores = [self.task.score(c, answers[i // k]) for i, c in enumerate(sampled)]
+        for i, result in enumerate(results):
+            tries = scores[i * k : (i + 1) * k]
+            result["sampled_acc"] = sum(tries) / k
+            result[f"pass@{k}"] = float(max(tries) > 0)
+
+    def _aggregated(self, prefix: str, every: list[dict[str, float]]) -> dict[str, float]:
+        """The whole split's per-question results as metrics: overall, and per difficulty (and group) where they
+        have one."""
         levels = [row.get("difficulty") for row in self.rows]
         group_key = self.task.metric_group
         groups = [row.get(group_key) for row in self.rows] if group_key else None
@@ -163,10 +184,6 @@ class Evaluator:
                 metrics[f"{prefix}/{name}"] = sum(values) / len(values)
             else:
                 metrics |= _by_level(f"{prefix}/{name}", values, levels, groups)
-        if self.teacher is not None and assisted:
-            stats = TeacherStats()
-            stats.counts = sum(gather_objects(teacher_counts), Counter())
-            metrics |= {f"{prefix}/{name}": value for name, value in stats.drain().items()}
         return metrics
 
     def _assisted(

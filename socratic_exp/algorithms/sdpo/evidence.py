@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from socratic_exp.study.evidence import Claim
 from socratic_exp.study.premises import GROUP_SIZE, Promise
@@ -36,14 +36,7 @@ CLAIMS = (Claim("sdpo>grpo", "SDPO", "self-distillation from feedback beats GRPO
 
 
 def premises(bench: Bench) -> dict[str, float]:
-    from socratic_exp.algorithms.sdpo.contexts import (
-        PLAIN_TEMPLATES,
-        SDPO_TEMPLATES,
-        ContextSettings,
-        Rollout,
-        build_contexts,
-    )
-    from socratic_exp.teachers.base import Attempt, GuidanceRequest
+    from socratic_exp.algorithms.sdpo.contexts import PLAIN_TEMPLATES, SDPO_TEMPLATES, Rollout
 
     rows = bench.eval_rows[: max(1, len(bench.eval_rows) // 4)]
     completions = bench.sample([r["prompt"] for r in rows], n=GROUP_SIZE, salt=5)
@@ -52,8 +45,23 @@ def premises(bench: Bench) -> dict[str, float]:
         row = rows[i // GROUP_SIZE]
         verdict = bench.c.task.verify(completion, row["answer"])
         rollouts.append(Rollout(bench.prompt(row), completion, verdict.score, verdict.reason, verdict.extracted))
-    per_question = [statistics.fmean(r.score for r in rollouts[q * GROUP_SIZE : (q + 1) * GROUP_SIZE])
-                    for q in range(len(rows))]  # fmt: skip
+    # the templates an SDPO / VPD run of this student uses (context_style=auto: SDPO's in a chat's user turn)
+    chat = bench.student.chat
+    run_settings = getattr(bench.c.algorithm, "context_settings", None)
+    templates = run_settings(chat).templates if run_settings else (SDPO_TEMPLATES if chat else PLAIN_TEMPLATES)
+    figures: dict[str, float] = {}
+    for source in FEEDBACK_SOURCES:
+        figures |= _feedback_figures(bench, source, templates, rows, rollouts)
+    return figures
+
+
+def _feedback_figures(
+    bench: Bench, source: str, templates: Any, rows: list[dict], rollouts: list[Any]
+) -> dict[str, float]:
+    """One feedback source's premises: how much its contexts lift the failed rollouts' accuracy, and how much
+    more they lift a correct solution's log-probability than the failed rollout's own (the margin)."""
+    from socratic_exp.algorithms.sdpo.contexts import ContextSettings, build_contexts
+    from socratic_exp.teachers.base import Attempt, GuidanceRequest
 
     def critic(indices: list[int]) -> list[str]:
         requests = [
@@ -64,49 +72,42 @@ def premises(bench: Bench) -> dict[str, float]:
         ]
         return bench.teacher.guide(requests)
 
+    contexts = build_contexts(rollouts, GROUP_SIZE, ContextSettings(sources=(source,), templates=templates), critic)
+    failed = [i for i, ctx in enumerate(contexts) if ctx.usable and rollouts[i].score < 1.0]
+    if not failed:
+        return {}
+    answers = bench.sample([contexts[i].prompt for i in failed], salt=6)
+    teacher_acc = statistics.fmean(bench.score(a, rows[i // GROUP_SIZE]) for i, a in zip(failed, answers, strict=True))
+    per_question = [statistics.fmean(r.score for r in rollouts[q * GROUP_SIZE : (q + 1) * GROUP_SIZE])
+                    for q in range(len(rows))]  # fmt: skip
+    student_acc = statistics.fmean(per_question[i // GROUP_SIZE] for i in failed)
+    figures = {
+        f"sdpo/{source}/contexts": float(len(failed)),
+        f"sdpo/{source}/teacher_accuracy": teacher_acc,
+        f"sdpo/{source}/student_accuracy": student_acc,
+        f"sdpo/{source}/accuracy_gain": teacher_acc - student_acc,
+    }
+
     def correct_solution(index: int) -> str | None:
         """The row's reference solution; on a task without one, a successful rollout of the same question."""
         question = index // GROUP_SIZE
         group = rollouts[question * GROUP_SIZE : (question + 1) * GROUP_SIZE]
         return rows[question].get("reference") or next((r.completion for r in group if r.score >= 1.0), None)
 
-    # the templates an SDPO / VPD run of this student uses (context_style=auto: SDPO's in a chat's user turn)
-    chat = bench.student.chat
-    run_settings = getattr(bench.c.algorithm, "context_settings", None)
-    templates = run_settings(chat).templates if run_settings else (SDPO_TEMPLATES if chat else PLAIN_TEMPLATES)
-    figures: dict[str, float] = {}
-    for source in FEEDBACK_SOURCES:
-        settings = ContextSettings(sources=(source,), templates=templates)
-        contexts = build_contexts(rollouts, GROUP_SIZE, settings, critic)
-        failed = [i for i, ctx in enumerate(contexts) if ctx.usable and rollouts[i].score < 1.0]
-        if not failed:
-            continue
-        answers = bench.sample([contexts[i].prompt for i in failed], salt=6)
-        teacher_acc = statistics.fmean(
-            bench.score(a, rows[i // GROUP_SIZE]) for i, a in zip(failed, answers, strict=True)
-        )
-        student_acc = statistics.fmean(per_question[i // GROUP_SIZE] for i in failed)
-        figures |= {
-            f"sdpo/{source}/contexts": float(len(failed)),
-            f"sdpo/{source}/teacher_accuracy": teacher_acc,
-            f"sdpo/{source}/student_accuracy": student_acc,
-            f"sdpo/{source}/accuracy_gain": teacher_acc - student_acc,
-        }
-        scored = [(i, correct) for i in failed if (correct := correct_solution(i)) is not None]
-        if not scored:  # no reference solution and no successful sibling: no margin to measure
-            continue
-        bare = [rollouts[i].prompt for i, _ in scored]
-        with_feedback = [contexts[i].prompt for i, _ in scored]
-        own = [rollouts[i].completion for i, _ in scored]
-        correct = [solution for _, solution in scored]
-        lift_correct = _mean_diff(bench.logps(with_feedback, correct), bench.logps(bare, correct))
-        lift_failed = _mean_diff(bench.logps(with_feedback, own), bench.logps(bare, own))
-        figures |= {
-            f"sdpo/{source}/lift_correct": lift_correct,
-            f"sdpo/{source}/lift_failed": lift_failed,
-            f"sdpo/{source}/margin": lift_correct - lift_failed,
-        }
-    return figures
+    scored = [(i, correct) for i in failed if (correct := correct_solution(i)) is not None]
+    if not scored:  # no reference solution and no successful sibling: no margin to measure
+        return figures
+    bare = [rollouts[i].prompt for i, _ in scored]
+    with_feedback = [contexts[i].prompt for i, _ in scored]
+    own = [rollouts[i].completion for i, _ in scored]
+    correct = [solution for _, solution in scored]
+    lift_correct = _mean_diff(bench.logps(with_feedback, correct), bench.logps(bare, correct))
+    lift_failed = _mean_diff(bench.logps(with_feedback, own), bench.logps(bare, own))
+    return figures | {
+        f"sdpo/{source}/lift_correct": lift_correct,
+        f"sdpo/{source}/lift_failed": lift_failed,
+        f"sdpo/{source}/margin": lift_correct - lift_failed,
+    }
 
 
 def _mean_diff(a: Sequence[float], b: Sequence[float]) -> float:

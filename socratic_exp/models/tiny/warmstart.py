@@ -53,10 +53,33 @@ def _warm_start_single(spec: TinyModel, task: Task, path: Path) -> None:
     warm_start(spec, task, path)
 
 
+def warmstart_arguments(spec: TinyModel, output_dir: str, bf16: bool) -> Any:
+    """The warm-start's ``TrainingArguments``: ``spec``'s steps, batch and learning rate, a cosine schedule."""
+    import torch
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=output_dir,
+        max_steps=spec.warmstart_steps,
+        per_device_train_batch_size=spec.warmstart_batch_size,
+        learning_rate=spec.warmstart_lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, spec.warmstart_steps // 20),
+        weight_decay=0.01,
+        logging_steps=max(1, spec.warmstart_steps // 10),
+        save_strategy="no",
+        report_to=[],
+        seed=spec.warmstart_seed,
+        dataloader_num_workers=0,
+        bf16=bf16,  # autocast only: the weights and optimizer state stay float32
+        disable_tqdm=False,
+        use_cpu=not torch.cuda.is_available(),
+    )
+
+
 def warm_start(spec: TinyModel, task: Task, path: Path) -> None:
     """Build ``spec``'s student for ``task`` into ``path`` (staged in a scratch folder beside it, then renamed)."""
-    import torch
-    from transformers import Trainer, TrainingArguments, set_seed
+    from transformers import Trainer, set_seed
 
     from socratic_exp.core.progress_callbacks import quiet_trainer
 
@@ -77,23 +100,7 @@ def warm_start(spec: TinyModel, task: Task, path: Path) -> None:
     examples = task.warmstart_examples(spec.warmstart_examples, spec.warmstart_seed)
     features = encode_examples(examples, tokenizer, spec.max_length)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}-") as scratch:
-        args = TrainingArguments(
-            output_dir=os.path.join(scratch, "trainer"),
-            max_steps=spec.warmstart_steps,
-            per_device_train_batch_size=spec.warmstart_batch_size,
-            learning_rate=spec.warmstart_lr,
-            lr_scheduler_type="cosine",
-            warmup_steps=max(1, spec.warmstart_steps // 20),
-            weight_decay=0.01,
-            logging_steps=max(1, spec.warmstart_steps // 10),
-            save_strategy="no",
-            report_to=[],
-            seed=spec.warmstart_seed,
-            dataloader_num_workers=0,
-            bf16=bf16,  # autocast only: the weights and optimizer state stay float32
-            disable_tqdm=False,
-            use_cpu=not torch.cuda.is_available(),
-        )
+        args = warmstart_arguments(spec, os.path.join(scratch, "trainer"), bf16)
         collator = PackingCollator(tokenizer.pad_token_id, spec.max_length)
         trainer = Trainer(model=model, args=args, train_dataset=features, data_collator=collator)
         quiet_trainer(trainer, "warm-start")  # a progress line, not a dictionary per log
