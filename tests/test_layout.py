@@ -147,11 +147,6 @@ METHOD_GROUPS = ("algorithms", "samplers")
 BASE_ALGORITHM = "grpo"  # TRL's GRPO, which every algorithm extends: its name is also TRL's loss type and the baseline
 
 
-# A config group that only one method uses is that method's, though it stays where the user sees it (conf/<group>/
-# beside socratic_exp/<group>/): the distillers are Socratic-RL's distillation step, run by its TRL phases.
-METHOD_OWNED_GROUPS = {"distillers": "socratic_rl"}
-
-
 def method_folders() -> dict[str, Path]:
     return {
         folder.name: folder
@@ -162,11 +157,9 @@ def method_folders() -> dict[str, Path]:
 
 
 def owned_by(path: Path) -> str | None:
-    """The method whose folder (or method-owned group) holds ``path``."""
+    """The method whose folder holds ``path``."""
     relative = path.relative_to(PACKAGE).parts
-    if relative[0] in METHOD_GROUPS and len(relative) > 2:
-        return relative[1]
-    return METHOD_OWNED_GROUPS.get(relative[0])
+    return relative[1] if relative[0] in METHOD_GROUPS and len(relative) > 2 else None
 
 
 def method_mentions(source: str, names: list[str]) -> list[tuple[int, str]]:
@@ -253,7 +246,7 @@ def test_only_the_teachers_package_names_a_teacher_class():
 def test_shared_modules_do_not_reach_into_a_method():
     """A module outside ``algorithms/`` imports no method's package (``algorithms.base`` and ``algorithms.trl_batch``
     are shared), and none outside ``samplers/<option>/`` imports that sampler's package. (One method's package may
-    build on another's: a cross-method dependency, not a shared module's; a method-owned group is its method's.)"""
+    build on another's: a cross-method dependency, not a shared module's.)"""
     methods = [f"socratic_exp.algorithms.{method}" for method in METHODS]
     samplers = [module_name(p) for p in (PACKAGE / "samplers").glob("*/__init__.py")]
 

@@ -276,7 +276,7 @@ def test_a_merged_save_loads_as_a_plain_model_with_the_same_logits(tmp_path):
 
 def test_a_dpo_phase_trains_the_adapter_against_a_ref_adapter_and_removes_it(tmp_path, monkeypatch):
     import socratic_exp.models.base as models_base
-    from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
+    from socratic_exp.models.phases import dpo_phase
 
     monkeypatch.setattr(models_base, "frozen_copy", lambda *_: pytest.fail("frozen_copy called"))
     model, _, tokenizer = _peft()

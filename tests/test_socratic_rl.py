@@ -165,11 +165,11 @@ def stub_llm_teacher(**settings):
 def test_llm_teacher_meta_learns_at_the_default_budget(monkeypatch, tmp_path):
     """Two probes of one viewpoint each (the testbed's default): the second forms a pair with the first and trains,
     with the algorithm's meta_* settings and a seed of its own per meta-update."""
-    import socratic_exp.algorithms.socratic_rl.phases
+    import socratic_exp.models.phases
 
     calls = []
     monkeypatch.setattr(
-        socratic_exp.algorithms.socratic_rl.phases,
+        socratic_exp.models.phases,
         "dpo_phase",
         lambda model, tok, rows, out, **kw: calls.append((rows, kw)) or {"x": 1.0},
     )

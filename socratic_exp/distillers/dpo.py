@@ -53,7 +53,7 @@ class DPODistiller(TRLDistiller):
     def distill(
         self, student: Student, task: Task, data: DistillationData, out_dir: Path, seed: int
     ) -> dict[str, float]:
-        from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
+        from socratic_exp.models.phases import dpo_phase
 
         triples = self.paired(data, seed)
         chosen = self.sample(student, guided(triples), seed)

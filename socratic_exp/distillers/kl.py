@@ -78,9 +78,9 @@ class KLDistiller(TRLDistiller):
         from datasets import Dataset
         from trl.experimental.sdft import SDFTConfig
 
-        from socratic_exp.algorithms.socratic_rl.phases import phase_args, run_phase
         from socratic_exp.models.adapters import SNAPSHOT_ADAPTER, adapter_copy, drop_adapter, is_lora
         from socratic_exp.models.base import frozen_copy
+        from socratic_exp.models.phases import phase_args, run_phase
 
         triples = self.paired(data, seed)
         lora = is_lora(student.model)

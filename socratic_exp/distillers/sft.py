@@ -49,7 +49,7 @@ class SFTDistiller(TRLDistiller):
         from datasets import Dataset
         from trl import SFTConfig, SFTTrainer
 
-        from socratic_exp.algorithms.socratic_rl.phases import phase_args, run_phase
+        from socratic_exp.models.phases import phase_args, run_phase
 
         triples = self.paired(data, seed)
         responses = self.sample(student, guided(triples), seed)

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-import socratic_exp.algorithms.socratic_rl.phases as phases
+import socratic_exp.models.phases as phases
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.core.config import compose
 from socratic_exp.distillers.base import DistillationData

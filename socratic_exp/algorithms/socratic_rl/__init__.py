@@ -8,7 +8,7 @@ student's weights every so often (Algorithm 1).
 - ``loop.py``: ``ViewpointLoop``, the phases around the RL steps: reflection, probes, meta-learning, distillation.
 - ``knowledge_base.py``: V and V_KB (budget, merging, queue, retirement) and their record, ``viewpoints.jsonl``.
 - ``utility.py``: the pure rule of U(v) (Section 3.3); ``meta_learning.py``: the pure rule of the teacher's preference
-  pairs across probes; ``teacher_dpo.py``: the DPO meta-updates of a teacher whose own weights write its viewpoints.
-- ``phases.py``: the short TRL phases (the distillers' and the teacher's DPO meta-updates).
+  pairs across probes; ``teacher_dpo.py``: the DPO meta-updates of a teacher whose own weights write its viewpoints. The
+  distillations and those meta-updates run as short TRL phases (``socratic_exp.models.phases``).
 - ``__main__.py``: ``python -m socratic_exp.algorithms.socratic_rl <run folder>`` prints the knowledge base's timeline.
 """

@@ -48,7 +48,7 @@ class TeacherDPO:
         (``scored``) against each other and against every viewpoint measured at earlier probes (Algorithm 1, line 17:
         "the utility of past viewpoints from V_KB"; with ``viewpoint_budget=1`` a probe holds one viewpoint, so pairs
         within one probe never form). ``asked``: the reflection prompt the viewpoints were asked with."""
-        from socratic_exp.algorithms.socratic_rl.phases import dpo_phase
+        from socratic_exp.models.phases import dpo_phase
 
         model, tokenizer = self.weights()
         rows = self.preference_pairs(scored, self.measured, asked)

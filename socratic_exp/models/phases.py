@@ -1,4 +1,5 @@
-"""Short TRL training phases inside a run: Socratic-RL's distillations and its teacher's DPO meta-updates.
+"""Short TRL training phases inside a run, on a model the run holds: the distillers' steps (``distiller=``) and a
+trainable teacher's DPO meta-updates.
 
 A phase is an ordinary TRL trainer (SFTTrainer, DPOTrainer, SDFTTrainer) run for a few steps on a model that the
 RL trainer also holds; the weights change in place. A phase writes no checkpoints and reports to no logger of its
