@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from test_layout import CONFIG_GROUPS, ROOMS, STUDY_MODULES_OF_A_METHOD, find_cycles  # noqa: E402
+from test_layout import CONFIG_GROUPS, ROOMS, find_cycles  # noqa: E402
 
 # where each module of the flat root went (the rooms' commit): its room
 ROOT_MODULE_ROOMS = {
@@ -74,8 +74,6 @@ def room(module: str, rooms_exist: bool) -> str | None:
         return "groups" if parts[1] in CONFIG_GROUPS else parts[1]
     if len(parts) == 2:  # a module at the root: an entry point, or one that has moved into a room since
         return None if parts[1] in ENTRY_POINTS or rooms_exist else ROOT_MODULE_ROOMS[parts[1]]
-    if parts[-1] in STUDY_MODULES_OF_A_METHOD and parts[1] in ("algorithms", "samplers"):
-        return "study"
     return "groups" if parts[1] in CONFIG_GROUPS else parts[1]
 
 

@@ -28,12 +28,22 @@ class Clock:
         return self.now
 
 
+def declared_signals() -> dict:
+    """Every method's console signals, as the run hands them to its display."""
+    from socratic_exp.core.methods import signals_of
+    from socratic_exp.runtime.methods import declared_methods
+
+    return signals_of(declared_methods())
+
+
 @pytest.fixture
 def plain(caplog):
     """A display writing plain lines (not a terminal), with a clock the test moves."""
     caplog.set_level(logging.INFO)
     clock = Clock()
-    display = ProgressDisplay("eval/greedy_acc", stream=io.StringIO(), live=False, clock=clock)
+    display = ProgressDisplay(
+        "eval/greedy_acc", stream=io.StringIO(), live=False, signals=declared_signals(), clock=clock
+    )
     for name in (PROGRESS_LOG, EVAL_LOG):  # caplog listens on the root logger
         logging.getLogger(name).propagate = True
     return display, clock, caplog
@@ -137,7 +147,7 @@ def test_a_named_display_says_what_it_counts(plain):
     ],
 )
 def test_each_method_shows_its_own_signal(metrics, shown):
-    display = ProgressDisplay(stream=io.StringIO(), live=False)
+    display = ProgressDisplay(stream=io.StringIO(), live=False, signals=declared_signals())
     display.observe(1, metrics)
     assert display.status() == shown
 

@@ -207,25 +207,66 @@ def test_no_shared_module_names_a_method():
     assert offenders == {}
 
 
-@pytest.mark.parametrize("kind", ["telemetry", "evidence"])
-def test_the_methods_own_modules_are_found_in_their_folders(kind):
-    from socratic_exp.core.methods import method_modules
+def test_every_method_folder_declares_itself_and_is_found():
+    """Each folder under ``algorithms/`` and ``samplers/`` declares its method (``declaration.METHOD``, named after
+    the folder), and the run and the study find every declaration: the six papers' with their claims."""
+    from socratic_exp.core.methods import in_order
+    from socratic_exp.runtime.methods import declared_methods
 
-    found = {module.__name__.split(".")[-2] for module in method_modules(kind)}
-    expected = {
-        "telemetry": {
-            "grpo",
-            "socraticpo",
-            "entropy_masked",
-            "sdpo",
-            "vpd",
-            "socratic_rl",
-            "goldilocks",
-            "reinforce_pp",
-        },
-        "evidence": {"socraticpo", "entropy_masked", "sdpo", "vpd", "socratic_rl", "goldilocks"},
-    }[kind]
-    assert found == expected
+    methods = declared_methods()  # the algorithms, then the samplers, each by folder name
+    assert [method.name for method in methods] == [
+        "entropy_masked", "grpo", "reinforce_pp", "sdpo", "socratic_rl", "socraticpo", "vpd", "goldilocks",
+    ]  # fmt: skip
+    assert [method.name for method in in_order(methods) if method.claims] == [
+        "socraticpo", "sdpo", "vpd", "entropy_masked", "goldilocks", "socratic_rl",
+    ]  # fmt: skip
+    assert {method.name for method in methods} == set(method_folders())
+    assert sorted(method.name for method in methods if method.premises is not None) == [
+        "entropy_masked", "goldilocks", "sdpo", "socratic_rl", "socraticpo",
+    ]  # fmt: skip
+
+
+def computed_imports(tree: ast.Module) -> list[str]:
+    """The functions of ``tree`` that import a module by a name computed at run time (``importlib.import_module``,
+    ``__import__``): ``<function>``, or ``<module level>``."""
+    found = []
+    functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        if name in ("importlib.import_module", "import_module", "__import__") and not (
+            node.args and isinstance(node.args[0], ast.Constant)
+        ):
+            inside = [f.name for f in functions if f.lineno <= node.lineno <= f.end_lineno]
+            found.append(inside[-1] if inside else "<module level>")
+    return found
+
+
+def test_the_computed_import_finder_finds_one():
+    tree = ast.parse("import importlib\ndef f(x):\n    return importlib.import_module(x)\nimportlib.import_module('a')")
+    assert computed_imports(tree) == ["f"]
+
+
+# Every import by a computed name, with why it may: a method's module is found through its group's package only
+COMPUTED_IMPORTS = {
+    "socratic_exp.algorithms:declared": "the algorithm folders' declarations, its own folders",
+    "socratic_exp.samplers:declared": "the sampler folders' declarations, its own folders",
+    "socratic_exp.core.config_help:_option_class": "--help: the _target_ class a config names, as Hydra builds it",
+    "socratic_exp.core.console:import_quietly": "a library's module with its import-time prints swallowed",
+    "socratic_exp.tasks.benchmark:eval_set_task": "a task's evaluation set, a task class of its own group",
+}
+
+
+def test_no_module_imports_by_a_computed_name_but_the_ones_that_say_why():
+    """So the imports the layout tests read are the package's real ones: the core, the study and the console find
+    no method by name (they read the declarations the groups hand them)."""
+    found = {
+        f"{module_name(path)}:{function}"
+        for path in PACKAGE.rglob("*.py")
+        for function in computed_imports(ast.parse(path.read_text()))
+    }
+    assert found == set(COMPUTED_IMPORTS)
 
 
 CONCRETE_TEACHERS = {f"socratic_exp.teachers.{option}" for option in ("none", "llm", "rule", "blackbox")}
@@ -296,16 +337,11 @@ def running_imports(path: Path) -> set[str]:
     return imports_in(tree, top_level_only=False)
 
 
-STUDY_MODULES_OF_A_METHOD = ("telemetry", "evidence")  # in the method's folder, read by the study
-
-
 def room_of(module: str) -> str | None:
     """The room of a module, or None for an entry point (a root module or a command's ``__main__``)."""
     parts = module.split(".")
     if len(parts) == 1 or parts[-1] == "__main__" or (len(parts) == 2 and not (PACKAGE / parts[1]).is_dir()):
         return None
-    if parts[-1] in STUDY_MODULES_OF_A_METHOD and parts[1] in ("algorithms", "samplers"):
-        return "study"
     return "groups" if parts[1] in CONFIG_GROUPS else parts[1]
 
 
@@ -348,7 +384,7 @@ def test_rooms_are_read_from_module_names():
     assert room_of("socratic_exp.runtime.assembly") == "runtime"
     assert room_of("socratic_exp.models.memory.__main__") is None
     assert room_of("socratic_exp.algorithms.grpo.config") == "groups"
-    assert room_of("socratic_exp.algorithms.vpd.evidence") == "study"
+    assert room_of("socratic_exp.algorithms.vpd.evidence") == "groups"
     assert room_of("socratic_exp.tasks") == "groups"
     assert room_of("socratic_exp.run") is None
     assert "socratic_exp.runtime" not in ROOMS["groups"]  # so models -> runtime.assembly is an offence

@@ -13,7 +13,8 @@ Owns:
   checkpoints, which one a run resumes from and whether each can be read; ``curves.py``: the plots drawn from
   ``metrics.jsonl`` records (the run's learning curves, the methods' telemetry, the study's reports);
 - ``distributed.py``: several processes, who writes and what is gathered;
-- ``methods.py``: each method's own modules (telemetry, evidence), found in the method folders by name.
+- ``methods.py``: the interface a method folder fills (``Method``: its signals, figures, premises, promises,
+  claims) and the types it is made of (``Claim``, ``Promise``).
 
-May import: nothing of the package outside the core (a method's modules are found by name, never imported here).
+May import: nothing of the package outside the core.
 """

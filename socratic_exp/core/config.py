@@ -7,10 +7,13 @@ import errno
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+from socratic_exp.core.methods import Method, moved_key
 
 RESUME_KEY = "resume"
 RUN_DIR_ENV = "SOCRATIC_EXP_RUN_DIR"  # pins the run folder (every rank of a multi-node launch)
@@ -94,11 +97,12 @@ def parse_config_files_once() -> None:
     FileConfigSource.load_config = load_config  # type: ignore[method-assign]
 
 
-def report_hydra_errors_in_one_line() -> None:
+def report_hydra_errors_in_one_line(methods: Callable[[], Iterable[Method]] = tuple) -> None:
     """Hydra's own failures (an override it cannot apply or parse, a run folder it cannot create) end in one line on
     stderr and exit 2, like the run's, instead of Hydra's partial traceback; ``HYDRA_FULL_ERROR=1`` keeps Hydra's
     traceback. (Hydra 1.3's ``_run_hydra`` reports through the module's ``run_and_report``, replaced here; the run's
-    own failures never reach it: ``lifecycle.end_failed`` reports them.)"""
+    own failures never reach it: ``lifecycle.end_failed`` reports them.) ``methods`` gives the methods' declarations,
+    asked for only when an override fails: a key one of them took over says where it lives now."""
     from hydra._internal import utils
 
     hydras = utils.run_and_report
@@ -110,7 +114,7 @@ def report_hydra_errors_in_one_line() -> None:
             return func()
         except Exception as err:
             ours = _user_error_within(err)  # raised by our resolvers (a run folder in use, not shared)
-            print(f"error: {ours if ours else hydra_error_line(err)}", file=sys.stderr)
+            print(f"error: {ours if ours else hydra_error_line(err, methods)}", file=sys.stderr)
             sys.exit(2)
 
     utils.run_and_report = run_and_report
@@ -180,7 +184,7 @@ def _shortened(text: str, most: int = 60) -> str:
     return text if len(text) <= most else f"{text[: most - 3]}... ({len(text)} characters)"
 
 
-def hydra_error_line(err: BaseException) -> str:
+def hydra_error_line(err: BaseException, methods: Callable[[], Iterable[Method]] = tuple) -> str:
     """One line for an error Hydra raises before or around the run: its message's lines joined (OmegaConf's
     ``full_key`` / ``object_type`` details dropped), its cause's first line, or what a file error means.
 
@@ -197,11 +201,9 @@ def hydra_error_line(err: BaseException) -> str:
     if isinstance(found, OSError) and found.filename and (found is err or str(found) in str(err)):
         return _file_error_line(found)
     overridden = re.search(r"Could not override '([\w.]+)'", str(err))
-    if overridden is not None:  # a key that a method took over says where it lives now
-        from socratic_exp.core.methods import moved_key
-
-        if (moved := moved_key(overridden.group(1))) is not None:
-            return str(moved)
+    # a key that a method took over says where it lives now
+    if overridden is not None and (moved := moved_key(overridden.group(1), methods())) is not None:
+        return str(moved)
     details = ("full_key:", "object_type=", "reference_type=", "See https://", "Config search path", "provider=")
     lines = [line.strip() for line in str(err).splitlines() if line.strip() and not line.strip().startswith(details)]
     cause = err.__cause__

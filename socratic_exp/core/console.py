@@ -2,8 +2,8 @@
 
 TRL's per-step dictionaries (40-100 metrics each) go to ``metrics.jsonl``, W&B and the run's log file, not the
 terminal (``verbose=true`` brings TRL's own printing back). The progress line shows step / total, elapsed and
-remaining time, the training reward (moving mean), the method's own key signal (its ``telemetry.SIGNALS``, shown
-once the run logs its metrics) and the latest held-out score. On a terminal it is a live ``tqdm``
+remaining time, the training reward (moving mean), the method's own key signal (its declaration's ``signals``,
+shown once the run logs its metrics) and the latest held-out score. On a terminal it is a live ``tqdm``
 line; elsewhere (a file, a SLURM log, a captured pipe) a plain line every tenth of the run, and at least every
 minute (``PLAIN_SECONDS``: a slow run's steps each get one). In a sweep the jobs' progress goes to their log files
 only: the launcher prints one line per job start and end.
@@ -28,7 +28,7 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -79,12 +79,14 @@ def configure(console: bool = True, verbose: bool = False) -> None:
     SHOWN.update(console=console, verbose=verbose)
 
 
-def run_console(objective: str, console: bool, verbose: bool) -> ProgressDisplay:
+def run_console(
+    objective: str, console: bool, verbose: bool, signals: Mapping[str, tuple[Signal, ...]]
+) -> ProgressDisplay:
     """A run's console (``configure``) and its progress display; the libraries' own progress bars are off (datasets'
     "Map: 100%", transformers' "Writing model shards"; ``verbose`` keeps them), and so is the import-time print of
     transformers' W&B integration."""
     configure(console=console, verbose=verbose)
-    display = ProgressDisplay(objective, console=console, verbose=verbose)
+    display = ProgressDisplay(objective, console=console, verbose=verbose, signals=signals)
     if not verbose:
         import datasets
         import transformers
@@ -219,16 +221,6 @@ def _number_in(text: str) -> int:
     return int(digits) if digits else -1
 
 
-def method_signals() -> dict[str, tuple[Signal, ...]]:
-    """A metric-name prefix -> what the progress line shows once a metric with it is logged: every method's
-    ``telemetry.SIGNALS`` (``socratic_exp.core.methods``); a prefix not logged by a run shows nothing."""
-    from socratic_exp.core.methods import method_modules
-
-    return {
-        prefix: signals for m in method_modules("telemetry") for prefix, signals in getattr(m, "SIGNALS", {}).items()
-    }
-
-
 _live = {"console": False}  # whether this process shows live bars (a run's console on a terminal: ProgressDisplay)
 
 
@@ -324,9 +316,11 @@ class ProgressDisplay:
         live: bool | None = None,
         verbose: bool = False,
         name: str = "",
+        signals: Mapping[str, tuple[Signal, ...]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.objective = objective
+        self.method_signals = signals or {}  # {metric prefix: what shows once a metric with it is logged}
         self.name = name
         self.stream = stream if stream is not None else sys.stderr
         self.console = console
@@ -369,7 +363,7 @@ class ProgressDisplay:
         self._dirty = True
 
     def _find_signals(self, metrics: Iterable[str]) -> None:
-        for prefix, signals in method_signals().items():
+        for prefix, signals in self.method_signals.items():
             if any(key.startswith(prefix) for key in metrics):
                 self.signals += [s for s in signals if s not in self.signals]
 

@@ -3,6 +3,7 @@ reports and the scoreboard share."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -148,3 +149,36 @@ def plot_prefixed(records: Records, prefix: str, title: str, path: Path, limit: 
         ax.set_visible(False)
     fig.suptitle(title)
     return save(fig, path)
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
+    """Mean, sample standard deviation (nan for one value) and count; (nan, nan, 0) for none."""
+    if not values:
+        return math.nan, math.nan, 0
+    std = statistics.stdev(values) if len(values) > 1 else math.nan
+    return statistics.fmean(values), std, len(values)
+
+
+def plot_curves(variants: Sequence[Any], curves: Sequence[str], path: Path) -> Path | None:
+    """One panel per metric (three to a row), one line per variant (``study.report.Variant``: its ``name`` and its
+    ``runs``, each with its ``records``): the mean over its runs with a +- std band."""
+    plotted = [m for m in curves if any(m in r for v in variants for run in v.runs for r in run.records)]
+    if not plotted:
+        return None
+    columns = min(3, len(plotted))
+    rows = math.ceil(len(plotted) / columns)
+    figure, axes = pyplot().subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
+    for ax in list(axes.flat)[len(plotted) :]:
+        ax.set_visible(False)
+    for ax, metric in zip(axes.flat, plotted, strict=False):
+        for index, variant in enumerate(v for v in variants if v.runs):
+            logs = max(sum(metric in r for r in run.records) for run in variant.runs)
+            label = f"{variant.name} (n={len(variant.runs)})"
+            style = {"marker": "o" if logs <= 20 else None, "color": f"C{index % 10}"}
+            mean_line(
+                ax, [r.records for r in variant.runs], metric, label, window=max(1, logs // 20), band=True, **style
+            )
+        ax.set(title=metric, xlabel="step")
+        ax.legend(fontsize=7)
+    figure.tight_layout()
+    return save(figure, path)

@@ -91,9 +91,11 @@ def instantiate_option(group: str, node: DictConfig) -> Any:
 
 def _unknown_key(group: str, err: TypeError, cls: type) -> ConfigError:
     from socratic_exp.core.methods import moved_key
+    from socratic_exp.runtime.methods import declared_methods
 
     key = str(err).rsplit("'", 2)[-2] if "'" in str(err) else "?"
-    if (moved := moved_key(f"{group}.{key}")) is not None:  # a setting a method took over: where it lives now
+    # a setting a method took over: where it lives now
+    if (moved := moved_key(f"{group}.{key}", declared_methods())) is not None:
         return moved
     known = ", ".join(f.name for f in dataclasses.fields(cls))
     return ConfigError(f"{group}.{key}", NO_VALUE, "unknown key", f"remove it; {group} keys are: {known}")

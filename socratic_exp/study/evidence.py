@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from socratic_exp.core.curves import mean_line, pyplot, save
 from socratic_exp.core.errors import UserError
+from socratic_exp.core.methods import MARGIN, Claim, in_order
 from socratic_exp.study.evaluations import EVALUATIONS_FILE, RecordedRun, run_line, write_evaluations
 from socratic_exp.study.runs import Run
 from socratic_exp.study.tables import markdown_table, number, signed, write_csv
@@ -51,7 +52,6 @@ METRIC = "eval/greedy_acc"  # the held-out accuracy every claim is judged on (un
 TIME = "eval/train_seconds"  # training wall time at each evaluation (callbacks.TrainClock)
 ARM_KEY = "evidence_arm"  # the override that names a run's arm
 BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at equal wall time
-MARGIN = 0.02  # the smallest effect the verdict cares about (2 points of accuracy)
 SIGNS = {"better": ">", "not_worse": ">=", "worse": "<"}  # how a claim's comparison reads
 ALPHA = 0.05  # the family-wise error rate of the Holm verdicts (the raw intervals are 95%: one-sided tests at 0.025)
 RAW_LEVEL = 0.025  # the one-sided level of each raw verdict (a bound of the two-sided 95% interval)
@@ -65,30 +65,11 @@ T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.
 # fmt: on
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A paper's claim as a comparison of two arms of the evidence sweep (``conf/evidence_arm/<arm>.yaml``)."""
-
-    id: str
-    source: str  # the paper (and where it says so)
-    statement: str  # the claim, short
-    a: str  # the arm claimed better
-    b: str  # the arm it is compared with
-    kind: Literal["better", "not_worse", "worse"] = "better"
-    hypothesis: bool = False  # from a proposal without experiments: its verdicts read supported / not supported
-    margin: float = MARGIN  # the effect "not reproduced" excludes: the paper's own where it reports one
-    margin_source: str = "the smallest effect of interest, 2 points, fixed before any scoreboard ran"
-    # the settings the claim is about (config keys; "group." for a whole group's option): the arms differ in these,
-    # and in every other key named (by its last part) in ``differences`` (tests/test_evidence.py checks both)
-    changes: tuple[str, ...] = ()
-    differences: str = ""  # every setting in which the arms differ besides the one the claim is about, if any
-
-
 def claims() -> tuple[Claim, ...]:
-    """Every method's ``CLAIMS`` (its folder's ``evidence.py``), in the methods' ``ORDER``."""
-    from socratic_exp.core.methods import method_modules
+    """Every method's claims (its declaration's), in the methods' order."""
+    from socratic_exp.runtime.methods import declared_methods
 
-    return tuple(claim for method in method_modules("evidence") for claim in getattr(method, "CLAIMS", ()))
+    return tuple(claim for method in in_order(declared_methods()) for claim in method.claims)
 
 
 def t_quantile(df: int) -> float:

@@ -15,7 +15,6 @@ holds the shipped students' manifests to them: ``models/tiny/shipped.py``). Resu
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -23,22 +22,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.core.methods import method_modules
+from socratic_exp.core.methods import Promise, in_order
+from socratic_exp.runtime.methods import declared_methods
 
 if TYPE_CHECKING:
     from socratic_exp.models.base import Student
     from socratic_exp.runtime.assembly import Components
 
 GROUP_SIZE = 8  # rollouts per prompt, as the default GRPO config draws them
-
-
-@dataclasses.dataclass(frozen=True)
-class Promise:
-    """A premise figure and the level the embedded testbed's design promises for it."""
-
-    key: str
-    at_least: float
-    why: str
 
 
 # --- measuring ------------------------------------------------------------------------------------------------
@@ -49,6 +40,7 @@ class Bench:
         self.c = components
         self.student = student
         self.seed = seed
+        self.group_size = GROUP_SIZE
         rows = components.task.build()
         self.eval_rows = rows["eval"].to_list()[:questions]
         self.train_rows = rows["train"].to_list()[:questions]
@@ -153,18 +145,18 @@ def measure(components: Components, questions: int = 400, seed: int = 0) -> dict
     set_seed(seed)
     student = components.model.load(components.task)
     bench = Bench(components, student, questions, seed)
-    methods = [m for m in method_modules("evidence") if hasattr(m, "premises")]  # in their ORDER: see methods.py
+    methods = [m for m in in_order(declared_methods()) if m.premises is not None]  # see core/methods.py
     figures: dict[str, float] = {}
     for number, method in enumerate(methods, 1):
-        bench.stage = method.NAME  # a live bar per generation on a terminal; this line in a log file
-        print(f"premises {number}/{len(methods)}: {method.NAME}", file=sys.stderr, flush=True)
+        bench.stage = method.paper  # a live bar per generation on a terminal; this line in a log file
+        print(f"premises {number}/{len(methods)}: {method.paper}", file=sys.stderr, flush=True)
         figures |= method.premises(bench)
     return figures
 
 
 def promises() -> tuple[Promise, ...]:
-    """Every method's ``PROMISES``: the levels its premise figures must reach on the embedded testbed."""
-    return tuple(p for method in method_modules("evidence") for p in getattr(method, "PROMISES", ()))
+    """Every method's promises: the levels its premise figures must reach on the embedded testbed."""
+    return tuple(promise for method in in_order(declared_methods()) for promise in method.promises)
 
 
 def verdicts(figures: dict[str, float]) -> list[tuple[Promise, float | None, bool]]:

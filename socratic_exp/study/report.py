@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from socratic_exp.core.curves import mean_line, plot_learning_curves, pyplot, save
+from socratic_exp.core.curves import mean_std, plot_curves, plot_learning_curves, pyplot, save
 from socratic_exp.core.errors import UserError
 from socratic_exp.core.run_folder import DAMAGED, read_jsonl
 from socratic_exp.core.secrets import scrub_data
 from socratic_exp.study.runs import Run, find_runs, natural_key
-from socratic_exp.study.tables import format_mean_std, markdown_table, mean_std, signed, write_csv
+from socratic_exp.study.tables import format_mean_std, markdown_table, signed, write_csv
 
 SKIPPED_KEYS = ("seed", "resume", "dry_run")  # not what tells variants apart
 STEP_KEY = "train/global_step"  # the x axis of W&B's panels (the run logs it with every metric)
@@ -115,30 +115,6 @@ def comparison_markdown(variants: Sequence[Variant], metrics: Sequence[str]) -> 
     return markdown_table(header, rows)
 
 
-def plot_curves(variants: Sequence[Variant], curves: Sequence[str], path: Path) -> Path | None:
-    """One panel per metric (three to a row), one line per variant: the mean over its runs with a +- std band."""
-    plotted = [m for m in curves if any(m in r for v in variants for run in v.runs for r in run.records)]
-    if not plotted:
-        return None
-    columns = min(3, len(plotted))
-    rows = math.ceil(len(plotted) / columns)
-    figure, axes = pyplot().subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), squeeze=False)
-    for ax in list(axes.flat)[len(plotted) :]:
-        ax.set_visible(False)
-    for ax, metric in zip(axes.flat, plotted, strict=False):
-        for index, variant in enumerate(v for v in variants if v.runs):
-            logs = max(sum(metric in r for r in run.records) for run in variant.runs)
-            label = f"{variant.name} (n={len(variant.runs)})"
-            style = {"marker": "o" if logs <= 20 else None, "color": f"C{index % 10}"}
-            mean_line(
-                ax, [r.records for r in variant.runs], metric, label, window=max(1, logs // 20), band=True, **style
-            )
-        ax.set(title=metric, xlabel="step")
-        ax.legend(fontsize=7)
-    figure.tight_layout()
-    return save(figure, path)
-
-
 def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path) -> Path | None:
     """One panel per metric (three to a row): a horizontal bar per variant at its mean, the std as error bar."""
     shown = [m for m in metrics if any(v.values(m) for v in variants)]
@@ -166,14 +142,14 @@ def plot_finals(variants: Sequence[Variant], metrics: Sequence[str], path: Path)
 
 
 def method_figures(variants: Sequence[Variant], out_dir: Path) -> list[tuple[str, Path]]:
-    """Each method's own plots of the variants, drawn by its ``telemetry.py``: ``sweep_figures(variants, out_dir)
-    -> [(title, path or None)]`` (optional; None where the runs did not use the method: it judges by the metrics
-    they logged, as its run-report ``figures`` do). Returns the plots drawn, (title, path)."""
-    from socratic_exp.core.methods import method_modules
+    """Each method's own plots of the variants, drawn by its declaration's ``sweep_figures`` (None where the runs did
+    not use the method: it judges by the metrics they logged, as its run-report ``figures`` do). Returns the plots
+    drawn, (title, path)."""
+    from socratic_exp.runtime.methods import declared_methods
 
     drawn = []
-    for method in method_modules("telemetry"):
-        if hasattr(method, "sweep_figures"):
+    for method in declared_methods():
+        if method.sweep_figures is not None:
             drawn += [(title, path) for title, path in method.sweep_figures(variants, out_dir) if path is not None]
     return drawn
 
@@ -277,7 +253,7 @@ def write_run_report(run: Run, out_dir: Path | None = None) -> list[Path]:
     """The page of one run, in its folder (or ``out_dir``): ``report.md`` with the before/after table, the
     learning curves, the method's own telemetry plots (chosen by the metric names the run logged) and a sample of
     completions with their verdicts and teacher guidance. Returns the files written."""
-    from socratic_exp.core.methods import method_modules
+    from socratic_exp.runtime.methods import declared_methods
 
     out = out_dir or run.path
     out.mkdir(parents=True, exist_ok=True)
@@ -302,8 +278,9 @@ def write_run_report(run: Run, out_dir: Path | None = None) -> list[Path]:
     figures: list[tuple[str, Path | None]] = [
         ("Learning curves", plot_learning_curves(records, out / "learning_curves.png"))
     ]
-    for method in method_modules("telemetry"):  # each method's own plots, of the metrics it logged
-        figures += method.figures(records, config, out)
+    for method in declared_methods():  # each method's own plots, of the metrics it logged
+        if method.figures is not None:
+            figures += method.figures(records, config, out)
     for title, figure in figures:
         if figure is not None:
             lines += [f"## {title}", "", f"![{figure.stem}]({figure.name})", ""]

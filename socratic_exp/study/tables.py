@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import csv
 import math
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
-    """Mean, sample standard deviation (nan for one value) and count; (nan, nan, 0) for none."""
-    if not values:
-        return math.nan, math.nan, 0
-    std = statistics.stdev(values) if len(values) > 1 else math.nan
-    return statistics.fmean(values), std, len(values)
+from socratic_exp.core.curves import mean_std
 
 
 def format_mean_std(values: Sequence[float], signed: bool = False, digits: int = 3) -> str:

@@ -10,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from socratic_exp.study.evidence import Claim
-from socratic_exp.study.premises import Promise
+from socratic_exp.core.methods import Claim, Promise
 
 if TYPE_CHECKING:
     from socratic_exp.study.premises import Bench
 
-ORDER = 4
-NAME = "80/20"
 HIGH_ENTROPY = 0.5  # nats: above this a character-level choice is open (two options near-even at ln 2 = 0.69)
 PROMISES = (
     Promise("entropy/decision_enrichment", 2.0, "the top-20% entropy tokens sit at decisions, not spread evenly"),

@@ -76,8 +76,7 @@ def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Pat
 
 
 def plot_rho(runs: Sequence[Run], path: Path) -> Path:
-    from socratic_exp.core.curves import pyplot, save
-    from socratic_exp.study.tables import mean_std
+    from socratic_exp.core.curves import mean_std, pyplot, save
 
     objective = runs[0].objective_key
     fig, panels = pyplot().subplots(1, 2, figsize=(11, 4), constrained_layout=True)

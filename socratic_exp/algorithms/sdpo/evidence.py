@@ -13,14 +13,11 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.study.evidence import Claim
-from socratic_exp.study.premises import GROUP_SIZE, Promise
+from socratic_exp.core.methods import Claim, Promise
 
 if TYPE_CHECKING:
     from socratic_exp.study.premises import Bench
 
-ORDER = 2
-NAME = "SDPO / VPD"
 FEEDBACK_SOURCES = ("sibling", "environment", "teacher")
 PROMISES = (
     Promise("sdpo/teacher/accuracy_gain", 0.20, "the student reading a teacher's critique answers better"),
@@ -39,10 +36,10 @@ def premises(bench: Bench) -> dict[str, float]:
     from socratic_exp.algorithms.sdpo.contexts import PLAIN_TEMPLATES, SDPO_TEMPLATES, Rollout
 
     rows = bench.eval_rows[: max(1, len(bench.eval_rows) // 4)]
-    completions = bench.sample([r["prompt"] for r in rows], n=GROUP_SIZE, salt=5)
+    completions = bench.sample([r["prompt"] for r in rows], n=bench.group_size, salt=5)
     rollouts = []
     for i, completion in enumerate(completions):
-        row = rows[i // GROUP_SIZE]
+        row = rows[i // bench.group_size]
         verdict = bench.c.task.verify(completion, row["answer"])
         rollouts.append(Rollout(bench.prompt(row), completion, verdict.score, verdict.reason, verdict.extracted))
     # the templates an SDPO / VPD run of this student uses (context_style=auto: SDPO's in a chat's user turn)
@@ -63,24 +60,26 @@ def _feedback_figures(
     from socratic_exp.algorithms.sdpo.contexts import ContextSettings, build_contexts
     from socratic_exp.teachers.base import Attempt, GuidanceRequest
 
+    size = bench.group_size  # rollouts per question
+
     def critic(indices: list[int]) -> list[str]:
         requests = [
             GuidanceRequest.for_row(
-                rows[i // GROUP_SIZE], [Attempt(rollouts[i].completion, rollouts[i].score, rollouts[i].reason)]
+                rows[i // size], [Attempt(rollouts[i].completion, rollouts[i].score, rollouts[i].reason)]
             )
             for i in indices
         ]
         return bench.teacher.guide(requests)
 
-    contexts = build_contexts(rollouts, GROUP_SIZE, ContextSettings(sources=(source,), templates=templates), critic)
+    contexts = build_contexts(rollouts, size, ContextSettings(sources=(source,), templates=templates), critic)
     failed = [i for i, ctx in enumerate(contexts) if ctx.usable and rollouts[i].score < 1.0]
     if not failed:
         return {}
     answers = bench.sample([contexts[i].prompt for i in failed], salt=6)
-    teacher_acc = statistics.fmean(bench.score(a, rows[i // GROUP_SIZE]) for i, a in zip(failed, answers, strict=True))
-    per_question = [statistics.fmean(r.score for r in rollouts[q * GROUP_SIZE : (q + 1) * GROUP_SIZE])
+    teacher_acc = statistics.fmean(bench.score(a, rows[i // size]) for i, a in zip(failed, answers, strict=True))
+    per_question = [statistics.fmean(r.score for r in rollouts[q * size : (q + 1) * size])
                     for q in range(len(rows))]  # fmt: skip
-    student_acc = statistics.fmean(per_question[i // GROUP_SIZE] for i in failed)
+    student_acc = statistics.fmean(per_question[i // size] for i in failed)
     figures = {
         f"sdpo/{source}/contexts": float(len(failed)),
         f"sdpo/{source}/teacher_accuracy": teacher_acc,
@@ -90,8 +89,8 @@ def _feedback_figures(
 
     def correct_solution(index: int) -> str | None:
         """The row's reference solution; on a task without one, a successful rollout of the same question."""
-        question = index // GROUP_SIZE
-        group = rollouts[question * GROUP_SIZE : (question + 1) * GROUP_SIZE]
+        question = index // size
+        group = rollouts[question * size : (question + 1) * size]
         return rows[question].get("reference") or next((r.completion for r in group if r.score >= 1.0), None)
 
     scored = [(i, correct) for i in failed if (correct := correct_solution(i)) is not None]

@@ -30,7 +30,7 @@ def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Pat
     """The teacher per variant (mean over its runs, +- std): its reward margin (log q/pi, correct - incorrect
     rollouts), its entropy on the distilled tokens, KL(student || teacher) and the share of rollouts with usable
     feedback. None when no run logged them."""
-    from socratic_exp.study.report import plot_curves
+    from socratic_exp.core.curves import plot_curves
 
     metrics = [f"self_distillation/{name}" for name in SWEEP_METRICS]
     path = out / "sweep_self_distillation.png"

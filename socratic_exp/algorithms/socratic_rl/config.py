@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from socratic_exp.runtime.assembly import Components
 
 # The settings of the DPO meta-learning of a teacher whose own weights write its viewpoints (teacher=llm), which were
-# that teacher's before the meta-learning became the algorithm's: a user who types the old key is told where it lives.
+# that teacher's before the meta-learning became the algorithm's: a user who types the old key is told where it lives
+# (the declaration's ``moved_keys``).
 META_SETTINGS = ("meta_steps", "meta_learning_rate", "meta_beta", "meta_margin", "meta_max_pairs", "meta_batch_size")
-MOVED_KEYS = {f"teacher.{name}": f"algorithm.{name}" for name in META_SETTINGS}
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -9,14 +9,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from socratic_exp.study.evidence import Claim
-from socratic_exp.study.premises import Promise
+from socratic_exp.core.methods import Claim, Promise
 
 if TYPE_CHECKING:
     from socratic_exp.study.premises import Bench
 
-ORDER = 6
-NAME = "Socratic-RL"
 PROMISES = (Promise("socratic_rl/best_utility", 0.05, "a viewpoint in context lifts accuracy"),)
 SOCRATIC_RL = ("algorithm.", "distiller.", "teacher.")  # the whole method: its loop, its distiller, its teacher
 CLAIMS = (

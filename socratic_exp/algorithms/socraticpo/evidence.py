@@ -16,14 +16,11 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from socratic_exp.study.evidence import Claim
-from socratic_exp.study.premises import Promise
+from socratic_exp.core.methods import Claim, Promise
 
 if TYPE_CHECKING:
     from socratic_exp.study.premises import Bench
 
-ORDER = 1
-NAME = "SocraticPO"
 PROMISES = (
     Promise("socraticpo/guided_fix_rate", 0.40, "guidance corrects a substantial share of wrong first attempts"),
     Promise("socraticpo/guidance_gain", 0.20, "... clearly more than the fixed retry line does"),

@@ -49,8 +49,7 @@ def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Pat
     """Per variant (mean over its runs, +- std): the training rollouts' unassisted accuracy (attempt 1) and guided
     accuracy (solved within the last attempt K), and the held-out assisted accuracy (the teacher's help at
     evaluation). Drawn when a run logged SocraticPO's rollouts."""
-    from socratic_exp.core.curves import numbered
-    from socratic_exp.study.report import plot_curves
+    from socratic_exp.core.curves import numbered, plot_curves
 
     records = [record for variant in variants for run in variant.runs for record in run.records]
     if not any("socraticpo/unassisted_acc" in record for record in records):

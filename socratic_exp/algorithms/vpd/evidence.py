@@ -3,9 +3,8 @@ feedback, is SDPO's (``algorithms/sdpo/evidence.py``)."""
 
 from __future__ import annotations
 
-from socratic_exp.study.evidence import Claim
+from socratic_exp.core.methods import Claim
 
-ORDER = 3
 # On mathematical reasoning the paper (Fig. 4, DAPO-Math) reports that SDPO collapses, that VPD delays the collapse,
 # and that pure GRPO stays ahead of both: those are its claims for the arithmetic testbed, not "VPD beats GRPO".
 # VPD's E-step and its settings (against SDPO, which has none)

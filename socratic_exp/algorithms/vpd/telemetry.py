@@ -23,7 +23,7 @@ def sweep_figures(variants: Sequence[Variant], out: Path) -> list[tuple[str, Pat
     """The E-step per variant (mean over its runs, +- std, at the steps it ran): its loss, the classifier's accuracy,
     the implicit rewards of correct and incorrect rollouts, the shift, and the share of E-steps skipped (a batch
     without both). None when no run logged them."""
-    from socratic_exp.study.report import plot_curves
+    from socratic_exp.core.curves import plot_curves
 
     path = out / "sweep_vpd.png"
     return [("VPD: E-step per variant", plot_curves(variants, [f"vpd/{key}" for key in E_STEP], path))]

@@ -47,15 +47,18 @@ def build(run: Run) -> None:
     the student and data loaded."""
     from transformers import set_seed
 
+    from socratic_exp.core.methods import signals_of
     from socratic_exp.models.base import announce_load
     from socratic_exp.runtime.assembly import workbench
+    from socratic_exp.runtime.methods import declared_methods
 
     cfg, c, job = run.cfg, run.components, run.job
     if not (getattr(c.algorithm, "use_vllm", False) or getattr(c.teacher, "backend", "") == "vllm"):
         import_trl_without_vllm()
     # in a sweep the jobs' progress goes to their log files; the launcher prints a line per job start and end
     console, verbose = job.is_main and not job.multirun, bool(cfg.get("verbose"))
-    run.display = run_console(str(cfg.objective), console=console, verbose=verbose)
+    signals = signals_of(declared_methods())
+    run.display = run_console(str(cfg.objective), console=console, verbose=verbose, signals=signals)
     set_seed(cfg.seed)
     run.checkpoint = last_checkpoint(job.run_dir, writes=job.is_main)
     run.name = run_name(c.choices, job.overrides)

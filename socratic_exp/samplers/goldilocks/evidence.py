@@ -11,14 +11,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from socratic_exp.study.evidence import Claim
-from socratic_exp.study.premises import GROUP_SIZE, Promise
+from socratic_exp.core.methods import Claim, Promise
 
 if TYPE_CHECKING:
     from socratic_exp.study.premises import Bench
 
-ORDER = 5
-NAME = "Goldilocks"
 PROMISES = (
     Promise("goldilocks/zero_variance_share", 0.30, "uniform sampling wastes many groups on zero variance"),
     Promise("goldilocks/signal_r", 0.30, "a prompt's difficulty can be learned from the student's features"),
@@ -33,9 +30,10 @@ def premises(bench: Bench) -> dict[str, float]:
     import torch
 
     rows = bench.train_rows
-    completions = bench.sample([r["prompt"] for r in rows], n=GROUP_SIZE, salt=8)
+    size = bench.group_size
+    completions = bench.sample([r["prompt"] for r in rows], n=size, salt=8)
     rates = [
-        statistics.fmean(bench.score(c, row) for c in completions[q * GROUP_SIZE : (q + 1) * GROUP_SIZE])
+        statistics.fmean(bench.score(c, row) for c in completions[q * size : (q + 1) * size])
         for q, row in enumerate(rows)
     ]
     target = torch.tensor([p * (1 - p) for p in rates])

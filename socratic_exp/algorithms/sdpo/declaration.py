@@ -1,0 +1,20 @@
+"""SDPO / VPD: what the method declares (``socratic_exp.core.methods.Method``): its console signals, its report
+figures, its paper's premise and its paper's claims.
+"""
+
+from __future__ import annotations
+
+from socratic_exp.algorithms.sdpo import evidence, telemetry
+from socratic_exp.core.methods import Method
+
+METHOD = Method(
+    name="sdpo",
+    paper="SDPO / VPD",
+    signals=telemetry.SIGNALS,
+    figures=telemetry.figures,
+    sweep_figures=telemetry.sweep_figures,
+    order=2,
+    premises=evidence.premises,
+    promises=evidence.PROMISES,
+    claims=evidence.CLAIMS,
+)
