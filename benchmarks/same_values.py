@@ -21,18 +21,24 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from socratic_exp import algorithms, samplers
 from socratic_exp.core.metrics import MetricsFile
 
-COMBINATIONS = {
-    "grpo": ["algorithm=grpo"],
-    "grpo+goldilocks": ["algorithm=grpo", "sampler=goldilocks"],
-    "socraticpo": ["algorithm=socraticpo"],
-    "entropy_masked": ["algorithm=entropy_masked"],
-    "sdpo": ["algorithm=sdpo"],
-    "sdpo_official": ["algorithm=sdpo_official"],
-    "vpd": ["algorithm=vpd"],
-    "socratic_rl": ["algorithm=socratic_rl"],
-}
+# Every declared method (an algorithm on its own, a sampler under GRPO), then the compositions and presets that
+# build their trainer another way: a new method folder is recorded without an edit here.
+COMBINATIONS = (
+    {method.name: [f"algorithm={method.name}"] for method in algorithms.declared()}
+    | {f"grpo+{method.name}": ["algorithm=grpo", f"sampler={method.name}"] for method in samplers.declared()}
+    | {
+        "grpo+dynamic_sampling": ["algorithm=grpo", "algorithm.dynamic_sampling={max_rounds:3,batches_per_round:2}"],
+        "goldilocks+dynamic_sampling": [
+            "algorithm=grpo",
+            "sampler=goldilocks",
+            "algorithm.dynamic_sampling={max_rounds:3,batches_per_round:2}",
+        ],
+        "sdpo_official": ["algorithm=sdpo_official"],
+    }
+)
 # What differs between two runs of the same code: clocks, throughput, memory.
 UNTIMED = re.compile(r"(second|_s$|/s$|_ms$|time|runtime|per_second|latency|memory|_mb$|_gb$|flos)")
 

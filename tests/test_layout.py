@@ -252,6 +252,7 @@ def test_the_computed_import_finder_finds_one():
 COMPUTED_IMPORTS = {
     "socratic_exp.algorithms:declared": "the algorithm folders' declarations, its own folders",
     "socratic_exp.samplers:declared": "the sampler folders' declarations, its own folders",
+    "socratic_exp.algorithms:builder": "the build.py beside a settings class, in its own folders",
     "socratic_exp.core.config_help:_option_class": "--help: the _target_ class a config names, as Hydra builds it",
     "socratic_exp.core.console:import_quietly": "a library's module with its import-time prints swallowed",
     "socratic_exp.tasks.benchmark:eval_set_task": "a task's evaluation set, a task class of its own group",
@@ -390,18 +391,31 @@ def test_rooms_are_read_from_module_names():
     assert "socratic_exp.runtime" not in ROOMS["groups"]  # so models -> runtime.assembly is an offence
 
 
-def method_config_and_trainer(cycle: list[str]) -> bool:
-    """A method folder's config names its trainer lazily (the trainer class is built only when the run trains), and the
-    trainer reads its config: a circle inside one method folder, by design."""
-    folders = {".".join(name.split(".")[:3]) for name in cycle}
-    return len(folders) == 1 and next(iter(folders)).startswith("socratic_exp.algorithms.")
-
-
 def test_no_import_circle_lazy_imports_included():
     graph = {module_name(p): running_imports(p) for p in PACKAGE.rglob("*.py")}
     assert sum(map(len, graph.values())) > 100
-    cycles = [cycle for cycle in find_cycles(graph) if not method_config_and_trainer(cycle)]
-    assert cycles == []
+    assert find_cycles(graph) == []
+
+
+def test_a_config_holds_settings_and_imports_no_trainer_nor_the_runtime():
+    """A method's ``config.py`` holds its settings and their checks: what builds the trainer is its ``build.py``, and
+    no config group imports the runtime's types (``if TYPE_CHECKING:`` imports included)."""
+    configs = sorted((PACKAGE / "algorithms").glob("*/config.py")) + sorted((PACKAGE / "samplers").glob("*/config.py"))
+    assert len(configs) >= 8
+    trainers = {
+        f"{module_name(path)}: {name}"
+        for path in configs
+        for name in imports(path, top_level_only=False)  # lazy and `if TYPE_CHECKING:` imports too
+        if name.endswith(("trainer", ".build")) or name.startswith("socratic_exp.runtime")
+    }
+    assert trainers == set()
+    groups = [p for p in PACKAGE.rglob("*.py") if room_of(module_name(p)) == "groups"]
+    runtime_types = sorted(
+        module_name(path)
+        for path in groups
+        if any(name.startswith("socratic_exp.runtime") for name in imports(path, top_level_only=False))
+    )
+    assert runtime_types == []
 
 
 def test_generation_lives_under_models_and_secrets_in_one_module():

@@ -295,14 +295,16 @@ def test_vllm_runs_without_trls_importance_sampling_correction():
     """The interactive rollout returns no sampling log-probabilities: TRL's correction is off, not a crash."""
     from types import SimpleNamespace
 
+    from socratic_exp.algorithms import builder
     from socratic_exp.runtime.assembly import build_components
 
     components = build_components(compose("algorithm.use_vllm=true", "model=smollm2_135m"))  # vLLM loads it
-    algorithm, student = components.algorithm, SimpleNamespace(chat_template_kwargs={})
+    build, student = builder(components.algorithm), SimpleNamespace(chat_template_kwargs={})
     ctx = SimpleNamespace(checkpoint_dir="out", run_name="r", seed=0, report_to=[], student=student,
                           components=components)  # fmt: skip
-    assert algorithm.trl_kwargs(ctx)["vllm_importance_sampling_correction"] is False
-    assert algorithm.trl_kwargs(ctx)["use_vllm"] is True
+    assert type(build).__name__ == "SocraticPOBuild"
+    assert build.trl_kwargs(ctx)["vllm_importance_sampling_correction"] is False
+    assert build.trl_kwargs(ctx)["use_vllm"] is True
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,12 @@
-"""The algorithm interface: build a TRL trainer from the run's components."""
+"""The algorithm interface: an option's settings and their checks (``Algorithm``), what it reads of the run's other
+options (``Options``), and what its trainer is built from (``RunContext``). What builds a trainer lives in each
+method folder's ``build.py``, beside the trainer (``socratic_exp.algorithms.builder`` finds it)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from socratic_exp.core.component import Component, setting
 
@@ -12,15 +14,30 @@ if TYPE_CHECKING:
     from datasets import DatasetDict
 
     from socratic_exp.core.metrics import MetricsSink
-    from socratic_exp.models.base import Student
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.distillers.base import Distiller
+    from socratic_exp.models.base import ModelSpec, Student
+    from socratic_exp.samplers.base import PromptSampler
+    from socratic_exp.tasks.base import Task
+    from socratic_exp.teachers.base import Teacher
+
+
+class Options(Protocol):
+    """The run's options as an algorithm reads them (the run's ``Components`` has them, and more)."""
+
+    task: Task
+    model: ModelSpec
+    algorithm: Algorithm
+    teacher: Teacher
+    sampler: PromptSampler
+    distiller: Distiller
+    choices: dict[str, str]  # the option chosen in each group, e.g. {"algorithm": "grpo"}
 
 
 @dataclasses.dataclass(kw_only=True)
 class RunContext:
-    """What an algorithm needs to build its trainer."""
+    """What an algorithm's trainer is built from."""
 
-    components: Components
+    components: Options
     data: DatasetDict
     student: Student
     run_dir: Path
@@ -45,8 +62,5 @@ class Algorithm(Component):
 
     max_steps: int = setting(100, "optimizer steps of the run", ge=1)
 
-    def check_compatible(self, components: Components) -> None:
+    def check_compatible(self, components: Options) -> None:
         """Checks that need the other components (e.g. the model's context length)."""
-
-    def build_trainer(self, ctx: RunContext) -> Any:
-        raise NotImplementedError

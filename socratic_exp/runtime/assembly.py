@@ -173,12 +173,13 @@ def build_trainer(
 ) -> Any:
     """The algorithm's TRL trainer on the workbench's student and data, its checkpoints under ``run_dir``; it calls
     ``callbacks`` in their order (an algorithm may put its own first), before those it adds itself."""
+    from socratic_exp.algorithms import builder
     from socratic_exp.algorithms.base import RunContext
 
     context = RunContext(components=bench.components, data=bench.data, student=bench.student, run_dir=run_dir,
                          run_name=run_name, seed=seed, callbacks=list(callbacks or []), report_to=report_to or [],
                          sink=sink)  # fmt: skip
-    return bench.components.algorithm.build_trainer(context)
+    return builder(bench.components.algorithm).build(context)
 
 
 def trainer_from(*overrides: str, run_dir: Path | None = None) -> Any:

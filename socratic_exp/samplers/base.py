@@ -123,25 +123,23 @@ class PromptSampler(Component):
         self.group_stats.rollouts = int(state.get("rollouts", 0))
         self.refills = int(state.get("refills", 0))
 
-    def trainer_class(self, base: type) -> type:
-        """``base`` itself when TRL's sampling is kept, else a subclass that asks this sampler for indices.
+    def chooses_prompts(self) -> bool:
+        """Whether this sampler orders the prompts itself (its own ``train_sampler``) rather than keeping TRL's."""
+        return type(self).train_sampler is not PromptSampler.train_sampler
 
-        A subclass is needed because TRL trainers pick their sampler in ``_get_train_sampler`` with no hook.
-        """
-        if type(self).train_sampler is PromptSampler.train_sampler:
-            return base
-        sampler = self
 
-        class SampledTrainer(base):  # type: ignore[misc, valid-type]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                # On resume, transformers fast-forwards the dataloader past the batches already trained on, which
-                # would run this sampler's selection for each of them. The sampler restores its own position from
-                # the checkpoint instead (load_state_dict), so the dataloader starts afresh.
-                self.args.ignore_data_skip = True
+class PromptOrderLayer:
+    """The trainer layer of a sampler that chooses the prompts (``PromptSampler.chooses_prompts``), composed into the
+    trainer class by ``algorithms.grpo.build``. A layer is needed because TRL trainers pick their sampler in
+    ``_get_train_sampler`` with no hook."""
 
-            def _get_train_sampler(self, dataset: Any = None) -> Any:
-                return sampler.train_sampler(self, dataset if dataset is not None else self.train_dataset)
+    def __init__(self, *args: Any, prompt_order: PromptSampler, **kwargs: Any) -> None:
+        self.prompt_order = prompt_order
+        super().__init__(*args, **kwargs)
+        # On resume, transformers fast-forwards the dataloader past the batches already trained on, which would run
+        # this sampler's selection for each of them. The sampler restores its own position from the checkpoint
+        # instead (load_state_dict), so the dataloader starts afresh.
+        self.args.ignore_data_skip = True  # type: ignore[attr-defined]
 
-        SampledTrainer.__name__ = f"{type(self).__name__}{base.__name__}"
-        return SampledTrainer
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        return self.prompt_order.train_sampler(self, dataset if dataset is not None else self.train_dataset)  # type: ignore[attr-defined]

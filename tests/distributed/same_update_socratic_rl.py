@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 import socratic_exp.models.phases as phases
+from socratic_exp.algorithms import builder
 from socratic_exp.algorithms.base import RunContext
 from socratic_exp.core.config import compose
 from socratic_exp.distillers.base import DistillationData
@@ -83,7 +84,7 @@ def main(out: Path) -> None:
     run_dir = Path(tempfile.mkdtemp())
     context = RunContext(components=components, data=data, student=student, run_dir=run_dir, run_name="same-update",
                          seed=0, callbacks=[], report_to=[])  # fmt: skip
-    loop = components.algorithm.build_loop(context)  # the trainer itself runs on one process only
+    loop = builder(components.algorithm).build_loop(context)  # the trainer itself runs on one process only
     results: dict[str, Any] = {}
 
     share = len(TRACES) // state.num_processes

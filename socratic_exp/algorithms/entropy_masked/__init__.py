@@ -2,7 +2,7 @@
 
 ``config.py``: the settings (``EntropyMask``) and ``algorithm=entropy_masked``; ``mask.py``: the maths (pure: kept
 count, selection, token weights per normalisation and loss type); ``trainer.py``: the TRL mixin
-(``EntropyMaskMixin``) and ``EntropyMaskedTrainer``.
+(``EntropyMaskMixin``) and ``EntropyMaskedTrainer``; ``build.py``: that trainer made from the settings.
 
 The policy-gradient term of the loss keeps a share ``rho`` of the completion tokens, ranked by their entropy over the
 whole batch (Section 5, Eq. 5), gathered across processes: ``mode=top`` keeps the highest-entropy ("forking") tokens,
@@ -47,7 +47,8 @@ Deviations from the paper and the official code: docs/entropy-masking.md.
    Components build a nested block from its dict and check it: ``algorithm.entropy_mask={rho:0.2,mode:top}`` on
    the command line; errors read ``algorithm.entropy_mask.rho=...``.
 2. Trainer: put the mixin (``trainer.py``) before TRL's trainer, ``class MyTrainer(EntropyMaskMixin, GRPOTrainer)``,
-   and construct it with ``entropy_mask=<settings or None>`` and ``metrics_sink=ctx.sink``. With ``None`` it changes
+   and construct it with ``entropy_mask=<settings or None>`` and ``metrics_sink=ctx.sink`` (the build's
+   ``trainer_extras``). With ``None`` it changes
    nothing.
 3. The mask acts on TRL's token mask (``completion_mask`` times ``tool_mask``): tokens outside it, such as teacher
    turns, are neither counted nor kept, so only the student's tokens compete for the rho share. Overriding the

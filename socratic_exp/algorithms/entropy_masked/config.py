@@ -11,9 +11,8 @@ analysis logged.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from socratic_exp.algorithms.base import RunContext
 from socratic_exp.algorithms.entropy_masked.mask import steps_share_generation
 from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.core.component import Component, setting
@@ -63,11 +62,3 @@ class EntropyMasked(GRPO, EntropyMask):
         )
         problem = selection_batch_problem(self.gradient_accumulation_steps, self.steps_per_generation)
         self.check("steps_per_generation", problem is None, problem or "", SELECTION_BATCH_FIX)
-
-    def trainer_base(self) -> type:
-        from socratic_exp.algorithms.entropy_masked.trainer import EntropyMaskedTrainer
-
-        return EntropyMaskedTrainer
-
-    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
-        return {"entropy_mask": self, "metrics_sink": ctx.sink}

@@ -1,8 +1,7 @@
-"""``algorithm=grpo``: TRL's GRPOTrainer, configured from the algorithm config.
+"""``algorithm=grpo``'s settings (``GRPO``, the dataclass ``conf/algorithm/grpo.yaml`` names, which every algorithm
+extends) and their checks; torch-free. ``build.py`` makes TRL's GRPOTrainer from them.
 
-Everything GRPO does (generation, group-relative advantages, clipping, KL, vLLM) is TRL's. This module maps the
-config onto ``trl.GRPOConfig``, adds the task's verifier (and its shaping) as the reward functions and plugs in the
-sampler and, when asked for, dynamic sampling (``dynamic_sampling.py``).
+Everything GRPO does (generation, group-relative advantages, clipping, KL, vLLM) is TRL's.
 Differences from TRL's defaults (TRL 1.16), chosen for the CPU testbed and stated in each field's help and
 ``conf/algorithm/grpo.yaml``: ``max_steps`` 400 (TRL: -1, epochs), ``learning_rate`` 1e-4 (TRL: 1e-6),
 ``lr_scheduler_type`` constant (TRL: linear), ``batch_size`` 64 (TRL: 8), ``max_completion_length`` 48 (TRL: 512),
@@ -16,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.algorithms.base import Algorithm, RunContext
+from socratic_exp.algorithms.base import Algorithm
 from socratic_exp.algorithms.grpo.dynamic_sampling import DynamicSampling
 from socratic_exp.algorithms.trl_args import check_trl_args
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.algorithms.base import Options
 
 # GRPOConfig fields the run sets itself (from the run folder, seed, logger and model).
 RUN_MANAGED_KEYS = {
@@ -111,7 +110,7 @@ class GRPO(Algorithm):
         )
         check_trl_args(self.trl_args)  # every other key a GRPOConfig field (read from TRL's source: no import)
 
-    def check_compatible(self, components: Components) -> None:
+    def check_compatible(self, components: Options) -> None:
         if self.use_vllm and components.model.vllm_unloadable:
             raise ConfigError(
                 "algorithm.use_vllm",
@@ -146,52 +145,7 @@ class GRPO(Algorithm):
                 f"give {functions} weights, or leave it unset",
             )
 
-    def trl_kwargs(self, ctx: RunContext) -> dict[str, Any]:
-        """The ``GRPOConfig`` arguments: this config's knobs, the run's paths, and ``trl_args`` verbatim."""
-        import torch
-
-        # GRPO's own fields only: a subclass's extra settings are its own, not GRPOConfig's.
-        knobs = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(GRPO)
-            if f.name not in ("batch_size", "trl_args", "dynamic_sampling")
-        }
-        if knobs["bf16"] is None:
-            knobs["bf16"] = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        return {
-            **knobs,
-            "per_device_train_batch_size": self.batch_size,
-            "output_dir": str(ctx.checkpoint_dir),
-            "run_name": ctx.run_name,
-            "seed": ctx.seed,
-            "report_to": ctx.report_to,
-            "save_strategy": "steps",
-            "chat_template_kwargs": ctx.student.chat_template_kwargs or None,
-            # without a GPU, so that a launch of several processes joins them over gloo (MULTI_CPU): accelerate
-            # would otherwise run each as a process of its own
-            "use_cpu": not torch.cuda.is_available(),
-            **self.reward_weights(ctx),
-            **self.trl_args,
-        }
-
-    def reward_weights(self, ctx: RunContext) -> dict[str, Any]:
-        """TRL's ``reward_weights`` where the format reward is on (a weight per reward function: the verifier's 1,
-        then the task's shaping), else nothing: TRL weighs every function 1."""
-        task = ctx.components.task
-        if not (task.format_reward and self.task_shaping(ctx)):
-            return {}
-        return {"reward_weights": [1.0, *task.shaping_weights()]}
-
-    def task_shaping(self, ctx: RunContext) -> list[Any]:
-        """The task's reward functions after the verifier's (``Task.shaping_rewards``)."""
-        return ctx.components.task.shaping_rewards(self.max_completion_length)
-
-    def grpo_config(self, ctx: RunContext) -> Any:
-        from trl import GRPOConfig
-
-        return GRPOConfig(**self.trl_kwargs(ctx))
-
-    def model_copies(self, components: Components) -> list[Any]:
+    def model_copies(self, components: Options) -> list[Any]:
         """What TRL's GRPOTrainer holds besides the student (``models/memory.py`` sizes it; subclasses add theirs):
         the reference model when ``beta`` > 0, and vLLM's own copy of the weights in colocate mode."""
         from socratic_exp.models.memory import SHARED, STUDENT, ModelCopy
@@ -236,47 +190,3 @@ class GRPO(Algorithm):
                 )
             )
         return copies
-
-    def trainer_base(self) -> type:
-        """The TRL trainer class, before the sampler's subclass (an algorithm's own subclass goes here)."""
-        from trl import GRPOTrainer
-
-        return GRPOTrainer
-
-    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
-        """Constructor arguments of ``trainer_base()`` beyond GRPOTrainer's."""
-        return {}
-
-    def reward_functions(self, ctx: RunContext) -> list[Any]:
-        """TRL's ``reward_funcs``, the task's first (the verifier, whose rewards the sampler observes); the task's
-        shaping (``task.overlong_buffer``) follows them in ``build_trainer``."""
-        return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe)]
-
-    def build_trainer(self, ctx: RunContext) -> Any:
-        """The trainer; with ``model.lora.r > 0`` TRL wraps the student in LoRA adapters (``peft_config``), and the
-        run's student becomes that PEFT model, so that evaluation, teachers and distillers see the adapters."""
-        if self.use_vllm and self.vllm_mode == "colocate":
-            from socratic_exp.algorithms.vllm_cpu import keep_linear_weights
-
-            keep_linear_weights()  # on vLLM's CPU backend only: its linear layers keep weights TRL can sync
-        base, extras = self.trainer_base(), self.trainer_extras(ctx)
-        if self.dynamic_sampling is not None:
-            from socratic_exp.algorithms.grpo.dynamic_sampling_trainer import with_dynamic_sampling
-
-            base = with_dynamic_sampling(base)
-            extras |= {"dynamic_sampling": self.dynamic_sampling, "prompt_sampler": ctx.components.sampler}
-        trainer_cls = ctx.components.sampler.trainer_class(base)
-        peft_config = ctx.components.model.lora.peft_config()
-        trainer = trainer_cls(
-            model=ctx.student.model,
-            reward_funcs=self.reward_functions(ctx) + self.task_shaping(ctx),
-            args=self.grpo_config(ctx),
-            train_dataset=ctx.data["train"],
-            processing_class=ctx.student.tokenizer,
-            callbacks=ctx.callbacks,
-            peft_config=peft_config,
-            **extras,
-        )
-        if peft_config is not None:
-            ctx.student.model = trainer.model
-        return trainer

@@ -1,8 +1,8 @@
 """DAPO's dynamic sampling on any of the package's TRL trainers (the settings and the choice of groups:
 ``dynamic_sampling.py``).
 
-**How it sits in a trainer.** ``with_dynamic_sampling(base)`` puts two layers around the algorithm's trainer:
-``DynamicSamplingMixin`` above it (first in the MRO) and ``GenerationReplay`` below it, just above TRL's
+**How it sits in a trainer.** The trainer class (composed in ``build.py``) puts two layers around the algorithm's
+trainer: ``DynamicSamplingMixin`` above it (first in the MRO) and ``GenerationReplay`` below it, just above TRL's
 ``GRPOTrainer``. For each generation batch the outer layer runs *discovery* rounds: the algorithm's
 ``_generate_and_score_completions`` is called as usual (so its own rollout and row preparation run: SocraticPO's
 interactive attempts, Socratic-RL's viewpoints), and the inner layer, once TRL's generation and the reward functions
@@ -197,9 +197,3 @@ class DynamicSamplingMixin:
         )
         for name in ("generated_groups", "dropped_groups", "unused_groups", "filled_groups"):
             metrics[f"dynamic_sampling/{name}"].append(totals[name])
-
-
-def with_dynamic_sampling(base: type) -> type:
-    """``base`` (TRL's GRPOTrainer or an algorithm's subclass of it) between the two layers."""
-    inner = (GenerationReplay,) if base is GRPOTrainer else (base, GenerationReplay)
-    return type(f"DynamicSampling{base.__name__}", (DynamicSamplingMixin, *inner), {})

@@ -2,5 +2,6 @@
 its own, and the backend SocraticPO builds on.
 
 ``config.py``: ``algorithm=reinforce_pp``; ``returns.py``: the maths (KL-folded returns, group baseline, batch
-normalisation); ``trainer.py``: ``ReinforcePPMixin`` (the shared implementation) and ``ReinforcePPTrainer``.
+normalisation); ``trainer.py``: ``ReinforcePPMixin`` (the shared implementation) and ``ReinforcePPTrainer``;
+``build.py``: that trainer made from the settings.
 """

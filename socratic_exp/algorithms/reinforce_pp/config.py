@@ -1,17 +1,16 @@
 """``algorithm=reinforce_pp``: the settings (``ReinforcePP``, the dataclass ``conf/algorithm/reinforce_pp.yaml``
-targets) and their checks. Torch-free: the trainer (``trainer.py``) is imported only when a run builds it."""
+targets) and their checks; torch-free. ``build.py`` makes its trainer (``trainer.py``) from them."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
-from socratic_exp.algorithms.base import RunContext
 from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.core.component import setting
 
 if TYPE_CHECKING:
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.algorithms.base import Options
 
 # REINFORCE++'s KL coefficient: OpenRLHF's default, ``--algo.kl.init_coef 0.01`` with the k1 estimator
 # (openrlhf/cli/train_ppo_ray.py); SocraticPO's backend uses it too, its paper giving none.
@@ -46,19 +45,11 @@ class ReinforcePP(GRPO):
             "use algorithm.kl_coef (set algorithm.beta=0)",
         )
 
-    def model_copies(self, components: Components) -> list[Any]:
+    def model_copies(self, components: Options) -> list[Any]:
         return super().model_copies(components) + initial_policy_copy(components, self.kl_coef)
 
-    def trainer_base(self) -> type:
-        from socratic_exp.algorithms.reinforce_pp.trainer import ReinforcePPTrainer
 
-        return ReinforcePPTrainer
-
-    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
-        return {"reinforce": self}
-
-
-def initial_policy_copy(components: Components, kl_coef: float) -> list[Any]:
+def initial_policy_copy(components: Options, kl_coef: float) -> list[Any]:
     """The initial policy whose KL ``ReinforcePPMixin`` folds into the returns (``models/memory.py`` sizes it): a
     frozen copy of the student when ``kl_coef`` > 0 (whole on every process, even under ZeRO-3: ``frozen_copy``
     gathers it), the base model with the adapters disabled under LoRA, nothing at 0."""

@@ -7,5 +7,6 @@ sibling rollout, the verifier's reason, a teacher's critique). Which file holds 
 - ``contexts.py``: the feedback sources and the teacher's prompt (pure, shared with ``algorithm=vpd``).
 - ``losses.py``: the per-token divergence (TRL's loss functions), the teacher's scoring forward and the advantages of
   the VPD paper's hybrids (Appendix B).
-- ``trainer.py``: ``SDPOTrainer``, TRL's ``GRPOTrainer`` with SDPO's loss, and the EMA teacher callback.
+- ``trainer.py``: ``SDPOTrainer``, TRL's ``GRPOTrainer`` with SDPO's loss, and the EMA teacher callback;
+  ``build.py``: that trainer made from the settings.
 """

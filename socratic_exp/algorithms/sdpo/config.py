@@ -1,7 +1,6 @@
 """``algorithm=sdpo``'s settings (the dataclass ``conf/algorithm/sdpo.yaml`` names); torch-free.
 
-The help text of each field is its YAML comment; ``trainer_base()`` imports the trainer lazily, so composing a config
-imports no torch or TRL.
+The help text of each field is its YAML comment; ``build.py`` makes the trainer from these settings.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from socratic_exp.core.component import setting
 from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.algorithms.base import Options
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -138,7 +136,7 @@ class SDPO(GRPO):
             "give one of them a positive weight",
         )
 
-    def check_compatible(self, components: Components) -> None:
+    def check_compatible(self, components: Options) -> None:
         super().check_compatible(components)
         if "teacher" in parse_sources(self.feedback) and not components.teacher.present:
             raise ConfigError(
@@ -166,7 +164,7 @@ class SDPO(GRPO):
             remove_thinking=self.remove_thinking,
         )
 
-    def model_copies(self, components: Components) -> list[Any]:
+    def model_copies(self, components: Options) -> list[Any]:
         """GRPO's (TRL's reference model, vLLM's copy) and the teacher's weights as ``SDPOTrainer.__init__`` makes
         them: a frozen copy of the student (``copy``; with LoRA a second adapter, ``teacher``) or none (``shared``),
         and the initial student of the trust region (a frozen copy; with LoRA the base model, adapters disabled)."""
@@ -201,11 +199,3 @@ class SDPO(GRPO):
     def teacher_is_trained(self) -> bool:
         """Whether the teacher copy has an optimizer of its own (a subclass's E-step); SDPO's only follows the EMA."""
         return False
-
-    def trainer_base(self) -> type:
-        from socratic_exp.algorithms.sdpo.trainer import SDPOTrainer
-
-        return SDPOTrainer
-
-    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
-        return {"sdpo": self, "components": ctx.components, "chat": ctx.student.chat}

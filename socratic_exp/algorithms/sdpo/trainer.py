@@ -72,8 +72,8 @@ from socratic_exp.core.distributed import summed
 from socratic_exp.models.adapters import base_view, is_lora
 
 if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import Options
     from socratic_exp.algorithms.sdpo.config import SDPO
-    from socratic_exp.runtime.assembly import Components
 
 log = logging.getLogger("socratic_exp")
 
@@ -94,7 +94,7 @@ class EMATeacherCallback(TrainerCallback):
 class SDPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer whose loss is SDPO's self-distillation (or one of the hybrids)."""
 
-    def __init__(self, *args: Any, sdpo: SDPO, components: Components, chat: bool, **kwargs: Any):
+    def __init__(self, *args: Any, sdpo: SDPO, components: Options, chat: bool, **kwargs: Any):
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # trl.experimental.sdpo's loss functions
         self.sdpo = sdpo
         self.components = components

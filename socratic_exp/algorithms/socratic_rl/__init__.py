@@ -3,7 +3,8 @@ active ones (V) stand in front of the student's prompts while GRPO trains it; ev
 base (V_KB) with its measured utility U(v); the teacher learns from those utilities; V_KB is distilled into the
 student's weights every so often (Algorithm 1).
 
-- ``config.py``: ``SocraticRL``, the settings (``algorithm=socratic_rl``) and how the run is assembled (torch-free).
+- ``config.py``: ``SocraticRL``, the settings (``algorithm=socratic_rl``) and their checks (torch-free).
+- ``build.py``: how the run is put together around the trainer (the loop, its callback, the reward hook).
 - ``trainer.py``: ``SocraticRLTrainer`` (TRL's GRPOTrainer with V in the prompts) and the loop's callback.
 - ``loop.py``: ``ViewpointLoop``, the phases around the RL steps: reflection, probes, meta-learning, distillation.
 - ``knowledge_base.py``: V and V_KB (budget, merging, queue, retirement) and their record, ``viewpoints.jsonl``.

@@ -1,6 +1,5 @@
-"""``algorithm=socratic_rl``: the settings of Socratic-RL (Wu, 2025; Algorithm 1, Sections 3.2-3.5) and how the run
-is put together around TRL's GRPOTrainer (the loop, its callback, the reward hook). Torch-free: the trainer is
-imported inside ``trainer_base``.
+"""``algorithm=socratic_rl``: the settings of Socratic-RL (Wu, 2025; Algorithm 1, Sections 3.2-3.5) and their checks;
+torch-free. ``build.py`` puts the run together around TRL's GRPOTrainer (the loop, its callback, the reward hook).
 
 No public code exists for this paper; the choices are ours and are listed in docs/socratic-rl.md's "Deviations from the
 paper" table. The phases of Algorithm 1 and where they live:
@@ -27,18 +26,16 @@ Everything is recorded in ``viewpoints.jsonl``; ``python -m socratic_exp.algorit
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from socratic_exp.algorithms.entropy_masked.config import EntropyMask
 from socratic_exp.algorithms.grpo.config import GRPO
 from socratic_exp.core.component import setting
 from socratic_exp.core.errors import ConfigError
-from socratic_exp.teachers.reflection import Reflective, TrainableReflective
+from socratic_exp.teachers.reflection import Reflective
 
 if TYPE_CHECKING:
-    from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.algorithms.base import Options
 
 # The settings of the DPO meta-learning of a teacher whose own weights write its viewpoints (teacher=llm), which were
 # that teacher's before the meta-learning became the algorithm's: a user who types the old key is told where it lives
@@ -88,7 +85,7 @@ class SocraticRL(GRPO):
         """Whether the teacher's weights are trained (its meta-updates), which a teacher's memory plan reads."""
         return self.meta_learning
 
-    def check_compatible(self, components: Components) -> None:
+    def check_compatible(self, components: Options) -> None:
         super().check_compatible(components)
         teacher, name = components.teacher, components.choices["teacher"]
         if not isinstance(teacher, Reflective):
@@ -108,52 +105,3 @@ class SocraticRL(GRPO):
         if self.meta_learning and (obstacle := teacher.cannot_meta_learn()) is not None:
             problem, fix = obstacle
             raise ConfigError("algorithm.meta_learning", True, problem, f"{fix}, or algorithm.meta_learning=false")
-
-    def reward_functions(self, ctx: RunContext) -> list[Any]:
-        """The task's verifier; the scored traces (with the questions as they were before the viewpoints) go to the
-        loop for reflection, the rewards to the sampler."""
-        from socratic_exp.tasks.base import question_text
-        from socratic_exp.teachers.base import Attempt
-
-        loop = self._loop
-
-        def reflect_on(texts: list[str], verdicts: list[Any], columns: dict[str, Any]) -> None:
-            questions = [question_text(q) for q in columns["sx_question"]]
-            loop.observe(questions, [Attempt(t, v.score, v.reason) for t, v in zip(texts, verdicts, strict=True)])
-
-        return [ctx.components.task.reward_function(on_rewards=ctx.components.sampler.observe, on_verdicts=reflect_on)]
-
-    def trainer_base(self) -> type:
-        from socratic_exp.algorithms.socratic_rl.trainer import SocraticRLTrainer
-
-        return SocraticRLTrainer
-
-    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
-        return {"viewpoint_loop": self._loop, "entropy_mask": self.entropy_mask, "metrics_sink": ctx.sink}
-
-    def build_trainer(self, ctx: RunContext) -> Any:
-        from socratic_exp.algorithms.socratic_rl.trainer import ViewpointLoopCallback
-
-        self._loop = self.build_loop(ctx)
-        # first, so that a distillation at an evaluation step is done before that evaluation
-        ctx.callbacks.insert(0, ViewpointLoopCallback(self._loop))
-        return super().build_trainer(ctx)
-
-    def build_loop(self, ctx: RunContext) -> ViewpointLoop:
-        from socratic_exp.algorithms.socratic_rl.loop import ViewpointLoop
-
-        if isinstance(teacher := ctx.components.teacher, TrainableReflective):
-            teacher.decouple_from_student()  # its meta-learning trains a copy, not the student
-        probe = ctx.data["probe"] if "probe" in ctx.data else ctx.data["train"].shuffle(seed=ctx.seed)
-        limit = getattr(ctx.student.model.config, "max_position_embeddings", None)
-        return ViewpointLoop(
-            self,
-            ctx.components,
-            ctx.student,
-            probe.select(range(min(self.probe_items, len(probe)))).to_list(),
-            ctx.data["train"],
-            ctx.run_dir,
-            ctx.sink,
-            ctx.seed,
-            prompt_room=limit - self.max_completion_length if limit else None,
-        )

@@ -23,10 +23,10 @@ from socratic_exp.tasks.base import with_context
 from socratic_exp.teachers.reflection import Reflective, TrainableReflective
 
 if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import Options
     from socratic_exp.algorithms.socratic_rl.config import SocraticRL
     from socratic_exp.core.metrics import MetricsSink
     from socratic_exp.models.base import Student
-    from socratic_exp.runtime.assembly import Components
     from socratic_exp.tasks.base import Task
     from socratic_exp.teachers.base import Attempt
 
@@ -89,7 +89,7 @@ class ViewpointLoop:
     def __init__(
         self,
         settings: SocraticRL,
-        components: Components,
+        components: Options,
         student: Student,
         probe_rows: list[dict[str, Any]],
         train_rows: Any,

@@ -1,5 +1,5 @@
 """``algorithm=socraticpo``: the settings (``SocraticPO``, the dataclass ``conf/algorithm/socraticpo.yaml`` targets)
-and their checks. Torch-free: the trainer (``trainer.py``) is imported only when a run builds it."""
+and their checks; torch-free. ``build.py`` makes its trainer (``trainer.py``) from them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from socratic_exp.core.component import setting
 from socratic_exp.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from socratic_exp.algorithms.base import RunContext
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.algorithms.base import Options
 
 # TRL losses that sum token terms over the batch and divide by a count that does not depend on how the tokens are
 # grouped into sequences: only with them is a packed rollout the same as its attempts trained as separate samples.
@@ -128,12 +127,7 @@ class SocraticPO(GRPO):
             "use algorithm.beta with backend=grpo",
         )
 
-    def trl_kwargs(self, ctx: RunContext) -> dict[str, Any]:
-        # TRL's vLLM importance-sampling correction (on by default in TRL) needs per-token sampling log-probabilities,
-        # which the interactive rollout does not return; the paper has no such correction: off (validate refuses it on)
-        return {"vllm_importance_sampling_correction": False, **super().trl_kwargs(ctx)}
-
-    def check_compatible(self, components: Components) -> None:
+    def check_compatible(self, components: Options) -> None:
         super().check_compatible(components)
         if components.task.overlong_buffer:
             raise ConfigError(
@@ -150,33 +144,7 @@ class SocraticPO(GRPO):
                 "choose one (e.g. teacher=rule), or algorithm.guidance=fixed_retry",
             )
 
-    def model_copies(self, components: Components) -> list[Any]:
+    def model_copies(self, components: Options) -> list[Any]:
         """GRPO's (TRL's reference model with backend=grpo and beta > 0; vLLM's copy) and, with the reinforce_pp
         backend, REINFORCE++'s initial policy. The teacher's own weights, if any, are the teacher option's."""
         return super().model_copies(components) + initial_policy_copy(components, self.reward_kl_coef)
-
-    def reward_functions(self, ctx: RunContext) -> list[Any]:
-        return [socratic_return]  # the rollout verifies and observes; TRL only logs its returns
-
-    def task_shaping(self, ctx: RunContext) -> list[Any]:
-        return []  # the rollout rewards each attempt itself, the format reward included (task.format_reward)
-
-    def trainer_base(self) -> type:
-        from socratic_exp.algorithms.socraticpo.trainer import SocraticPOTrainer
-
-        return SocraticPOTrainer
-
-    def trainer_extras(self, ctx: RunContext) -> dict[str, Any]:
-        return {
-            "socratic": self,
-            "components": ctx.components,
-            "chat": ctx.student.chat,
-            "entropy_mask": self.entropy_mask,
-            "metrics_sink": ctx.sink,
-            "reward_kl_coef": self.reward_kl_coef,
-        }
-
-
-def socratic_return(completions: list[Any], trajectory_return: list[float], **_: Any) -> list[float]:
-    """R(tau) = sum of the attempts' rewards (Eq. 14), computed by the rollout (TRL logs it as the reward)."""
-    return list(trajectory_return)

@@ -45,8 +45,8 @@ from socratic_exp.algorithms.trl_batch import full_logits, loss_mask, sequence_i
 from socratic_exp.core.distributed import most_on_any_process, summed
 
 if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import Options
     from socratic_exp.algorithms.socraticpo.config import SocraticPO
-    from socratic_exp.runtime.assembly import Components
 
 TURN_BUDGET = 96  # tokens reserved for a guidance turn when checking that another attempt fits
 # Packed rollouts differ several-fold in length (solved at once vs K attempts with guidance); scoring them in this
@@ -99,7 +99,7 @@ class _Batch:
 class SocraticPOTrainer(ReinforcePPMixin, EntropyMaskMixin, GRPOTrainer):
     """TRL's GRPOTrainer with SocraticPO's interactive rollout (``rollout_func``) and per-attempt advantages."""
 
-    def __init__(self, *args: Any, socratic: SocraticPO, components: Components, chat: bool, **kwargs: Any):
+    def __init__(self, *args: Any, socratic: SocraticPO, components: Options, chat: bool, **kwargs: Any):
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL
         self.socratic = socratic
         self.components = components

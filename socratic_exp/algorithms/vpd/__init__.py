@@ -7,5 +7,6 @@ dynamic reference prior, Eq. 7). Which file holds what:
 
 - ``config.py``: the settings (``VPD``, extending SDPO's; torch-free).
 - ``estep.py``: the E-step's maths (pure): implicit rewards, the reward shift and its running mean, BCO's loss.
-- ``trainer.py``: ``VPDTrainer``, ``SDPOTrainer`` with the E-step before every ``e_step_every``-th M-step.
+- ``trainer.py``: ``VPDTrainer``, ``SDPOTrainer`` with the E-step before every ``e_step_every``-th M-step;
+  ``build.py``: that trainer made from the settings.
 """

@@ -10,7 +10,7 @@ from socratic_exp.algorithms.sdpo.config import SDPO
 from socratic_exp.core.component import setting
 
 if TYPE_CHECKING:
-    from socratic_exp.runtime.assembly import Components
+    from socratic_exp.algorithms.base import Options
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -64,7 +64,7 @@ class VPD(SDPO):
     def teacher_is_trained(self) -> bool:
         return self.e_step != "off"
 
-    def model_copies(self, components: Components) -> list[Any]:
+    def model_copies(self, components: Options) -> list[Any]:
         """SDPO's, and the E-step's (``VPDTrainer.__init__``, ``e_step``): its own AdamW over the teacher's parameters
         (the student's trainable ones when shared; the copy's, or its adapter, when copied), the copy's gradients
         during an E-step, and the frozen initial student of ``reference_prior=fixed`` (with LoRA the base model)."""
@@ -103,8 +103,3 @@ class VPD(SDPO):
                 )
             )
         return copies
-
-    def trainer_base(self) -> type:
-        from socratic_exp.algorithms.vpd.trainer import VPDTrainer
-
-        return VPDTrainer

@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from socratic_exp.algorithms.base import Options
     from socratic_exp.models.base import ModelSpec
-    from socratic_exp.runtime.assembly import Components
 
 ARCHITECTURES = Path(__file__).with_name("architectures.json")
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -176,7 +176,7 @@ class MemoryPlan:
 
 # --- the plan -----------------------------------------------------------------------------------------------------
 def plan_memory(
-    components: Components,
+    components: Options,
     processes: int = 1,
     zero_stage: int | None = None,
     mixed_precision: str | None = None,
@@ -247,13 +247,13 @@ def this_device() -> Device:
     return "cuda_bf16" if torch.cuda.is_bf16_supported() else "cuda"
 
 
-def resolve_precision(components: Components, device: Device, zero: int, launch: str | None) -> Precision:
+def resolve_precision(components: Options, device: Device, zero: int, launch: str | None) -> Precision:
     """The dtypes the run will use (the module docstring says where each rule comes from)."""
     spec, algorithm = components.model, components.algorithm
     loaded, why = _loaded_dtype(spec, device)
     trl_args = getattr(algorithm, "trl_args", {}) or {}
     bf16 = getattr(algorithm, "bf16", None)
-    bf16 = device == "cuda_bf16" if bf16 is None else bf16  # GRPO.trl_kwargs: null is on for a GPU with bf16
+    bf16 = device == "cuda_bf16" if bf16 is None else bf16  # GRPOBuild.trl_kwargs: null is on for a GPU with bf16
     mixed = "bf16" if bf16 else "fp16" if trl_args.get("fp16") else (launch or "no")
     if device == "cpu" and not bf16:
         mixed = "no"  # use_cpu: no autocast from a GPU launch config
@@ -287,7 +287,7 @@ def _loaded_dtype(spec: ModelSpec, device: Device) -> tuple[str, str]:
 # --- sizes --------------------------------------------------------------------------------------------------------
 class _Sizer:
     def __init__(
-        self, components: Components, arch: Architecture, precision: Precision, processes: int, zero: int, device: str
+        self, components: Options, arch: Architecture, precision: Precision, processes: int, zero: int, device: str
     ):
         self.components, self.arch, self.precision = components, arch, precision
         self.processes, self.zero, self.device = processes, zero, device

@@ -12,7 +12,7 @@ swapped in at the next selection (waiting there if the refit is still running): 
 of the calls, never by thread timing, so a run is deterministic for its seed and ``background=false`` (the refit
 inline) gives exactly the same prompts. On resume the sampler restores its predictor, buffer and position from the
 checkpoint (``state_dict``) and the trainer does not fast-forward the dataloader (see
-``PromptSampler.trainer_class``).
+``PromptOrderLayer``).
 """
 
 from __future__ import annotations
