@@ -49,9 +49,32 @@ def nav_pages(nav) -> list[str]:
     return pages
 
 
-def test_every_page_is_in_the_nav():
+def site_nav() -> list:
+    """The nav as the site builds it: ``mkdocs.yml``'s, its Methods section filled by the hook."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("method_pages", DOCS / "hooks" / "method_pages.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
-    assert sorted(nav_pages(config["nav"])) == sorted(p.name for p in DOCS.glob("*.md"))
+    return hook.on_config({**config, "docs_dir": str(DOCS)})["nav"]
+
+
+def test_every_page_is_in_the_nav():
+    assert sorted(nav_pages(site_nav())) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_the_methods_section_lists_each_declared_page_under_its_title():
+    (methods,) = [entry["Methods"] for entry in site_nav() if isinstance(entry, dict) and "Methods" in entry]
+    assert methods == [
+        {"Entropy masking": "entropy-masking.md"},
+        {"Dynamic sampling and overlong shaping": "dynamic-sampling.md"},
+        {"REINFORCE++": "reinforce-pp.md"},
+        {"SDPO and VPD": "sdpo-vpd.md"},
+        {"Socratic-RL": "socratic-rl.md"},
+        {"SocraticPO": "socraticpo.md"},
+        {"Goldilocks sampling": "goldilocks.md"},
+    ]
 
 
 def test_the_site_builds_strict(tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "socratic_exp"
-METHODS = ("grpo", "entropy_masked", "socraticpo", "socratic_rl", "sdpo", "vpd", "reinforce_pp")
+# every algorithm folder, as the package finds them (its declarations): a new one is checked without an edit here
+METHODS = tuple(sorted(folder.parent.name for folder in (PACKAGE / "algorithms").glob("*/declaration.py")))
 
 
 def module_name(path: Path) -> str:
@@ -110,16 +111,27 @@ def test_no_import_cycles_at_module_level():
     assert find_cycles(graph) == []
 
 
+def test_every_algorithm_folder_is_found():
+    assert {"grpo", "entropy_masked", "socraticpo", "socratic_rl", "sdpo", "vpd", "reinforce_pp"} <= set(METHODS)
+
+
 @pytest.mark.parametrize("method", METHODS)
-def test_each_method_is_a_package_with_a_config(method):
+def test_each_method_is_a_package_with_its_settings_build_and_declaration(method):
+    """Its settings (``config.py``), what builds its trainer (``build.py``, ``BUILD``) and its declaration; the
+    settings and the build import nothing heavy at module level (composing a config, and a dry run, stay light)."""
     folder = PACKAGE / "algorithms" / method
-    assert (folder / "__init__.py").is_file()
-    assert (folder / "config.py").is_file()
-    tree = ast.parse((folder / "config.py").read_text())
-    top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
-    top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
-    heavy = {name for name in top if name.split(".")[0] in ("torch", "transformers", "trl", "wandb")}
-    assert heavy == set()  # composing a config stays light
+    for name in ("__init__.py", "config.py", "build.py", "declaration.py"):
+        assert (folder / name).is_file(), f"{method}/{name}"
+    for name in ("config.py", "build.py"):
+        tree = ast.parse((folder / name).read_text())
+        top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+        top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+        heavy = {module for module in top if module.split(".")[0] in ("torch", "transformers", "trl", "wandb")}
+        assert heavy == set(), f"{method}/{name}"
+    assert any(
+        isinstance(n, ast.Assign) and n.targets[0].id == "BUILD"
+        for n in ast.parse((folder / "build.py").read_text()).body
+    )
 
 
 def test_trainer_modules_import_without_run():

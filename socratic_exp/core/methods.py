@@ -60,6 +60,7 @@ class Method:
 
     - ``name``: the folder's name, the option users type (``algorithm=<name>`` or ``sampler=<name>``);
     - ``paper``: how the premises' progress and the docs call it (SocraticPO, Goldilocks RL);
+    - ``docs``: its page under ``docs/`` (``socraticpo.md``), which the site's nav lists under Methods;
     - ``signals``: ``{metric prefix: (Signal, ...)}``, what the progress line shows once a metric with that prefix is
       logged;
     - ``figures(records, config, out) -> Figures``: the run report's plots of the method's own metrics;
@@ -76,6 +77,7 @@ class Method:
 
     name: str
     paper: str
+    docs: str = ""
     signals: Mapping[str, tuple[Signal, ...]] = dataclasses.field(default_factory=dict)
     figures: Callable[[list[dict[str, Any]], dict[str, Any], Path], Figures] | None = None
     sweep_figures: Callable[[Sequence[Any], Path], Figures] | None = None

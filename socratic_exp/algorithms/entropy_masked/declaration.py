@@ -9,6 +9,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="entropy_masked",
+    docs="entropy-masking.md",
     paper="80/20",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,

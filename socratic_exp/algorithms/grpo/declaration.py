@@ -9,6 +9,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="grpo",
+    docs="dynamic-sampling.md",
     paper="GRPO",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,

@@ -9,6 +9,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="reinforce_pp",
+    docs="reinforce-pp.md",
     paper="REINFORCE++",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,

@@ -9,6 +9,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="sdpo",
+    docs="sdpo-vpd.md",
     paper="SDPO / VPD",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,

@@ -10,6 +10,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="socratic_rl",
+    docs="socratic-rl.md",
     paper="Socratic-RL",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,

@@ -9,6 +9,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="socraticpo",
+    docs="socraticpo.md",
     paper="SocraticPO",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,

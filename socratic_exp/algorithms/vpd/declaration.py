@@ -7,6 +7,7 @@ from socratic_exp.core.methods import Method
 
 METHOD = Method(
     name="vpd",
+    docs="sdpo-vpd.md",
     paper="VPD",
     figures=telemetry.figures,
     sweep_figures=telemetry.sweep_figures,

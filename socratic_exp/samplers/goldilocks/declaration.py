@@ -9,6 +9,7 @@ from socratic_exp.samplers.goldilocks import evidence, telemetry
 
 METHOD = Method(
     name="goldilocks",
+    docs="goldilocks.md",
     paper="Goldilocks",
     signals=telemetry.SIGNALS,
     figures=telemetry.figures,
