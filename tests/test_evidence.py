@@ -211,16 +211,37 @@ def test_paired_interval_and_t_quantiles():
 @pytest.mark.parametrize(
     ("low", "high", "kind", "expected"),
     [
-        (0.001, 0.019, "better", "reproduced"),  # real but small: the lower bound decides first
+        (0.001, 0.03, "better", "reproduced"),
+        (0.001, 0.019, "better", "reproduced, smaller than 2 points"),  # real, and below the margin
+        (0.021, 0.05, "better", "reproduced, larger than 2 points"),  # above the margin
         (-0.01, 0.019, "better", "not reproduced"),  # excludes 2 points
         (-0.01, 0.03, "better", "inconclusive"),
         (-0.019, 0.01, "not_worse", "reproduced"),
+        (-0.019, -0.001, "not_worse", "reproduced, though behind"),  # within the margin, yet below B
         (-0.05, -0.001, "not_worse", "not reproduced"),
         (-0.03, 0.01, "not_worse", "inconclusive"),
+        (-0.019, -0.001, "worse", "reproduced, smaller than 2 points"),  # A behind B by less than the margin
     ],
 )
 def test_verdict_rule(low, high, kind, expected):
     assert verdict(Interval(5, (low + high) / 2, low, high), kind) == expected
+
+
+def test_a_verdict_names_the_papers_effect_where_the_margin_is_it():
+    """SocraticPO's reward decay: +1.0 points [0.5, 1.5] against the paper's 5.67 is real and smaller."""
+    interval = Interval(10, 0.010, 0.005, 0.015)
+    assert verdict(interval, "better", 0.0567, "the paper's") == "reproduced, smaller than the paper's"
+    assert verdict(Interval(10, 0.08, 0.06, 0.10), "better", 0.0567, "the paper's") == (
+        "reproduced, larger than the paper's"
+    )
+    (decay,) = [claim for claim in claims() if claim.id == "socraticpo>without_rd"]
+    assert decay.margin_name == "the paper's"
+    from socratic_exp.study.evidence import OneSidedTest, Row
+
+    both = [OneSidedTest("reproduced", ">", 0.0, 1e-9, rejected=True),
+            OneSidedTest("not reproduced", "<", 0.0567, 4e-9, rejected=True)]  # fmt: skip
+    assert Row(decay, "run", rollouts=interval, tests=both).holm_verdict == "reproduced, smaller than the paper's"
+    assert [claim.margin_name for claim in claims() if claim.id == "socraticpo>grpo"] == ["2 points"]
 
 
 def grpo_curve(step: int) -> float:
@@ -248,6 +269,7 @@ def make_run(root: Path, job: int, arm: str, seed: int, evals: list[tuple[int, f
         "final": {"eval/greedy_acc": accuracy, "eval/no_answer": 0.0, "eval/train_seconds": seconds},
         "steps": step,
         "wall_time_s": seconds + 50.0,
+        "student": {"name": f"tiny/evidence-seed{seed}", "shipped": f"evidence-seed{seed}"},
     }
     if status != "completed":
         summary = {k: summary[k] for k in ("status", "overrides", "config")} | {"error": {"message": "boom"}}
@@ -412,7 +434,8 @@ def test_each_verdict_is_a_one_sided_test_of_its_own_hypothesis_and_holm_runs_ov
         pytest.approx(2.80478e-04, rel=1e-5), 1.0, pytest.approx(0.0569204, rel=1e-5), 1.0, 1.0,
         pytest.approx(0.0543575, rel=1e-5)]  # fmt: skip
     assert [test.rejected for row in rows for test in row.tests] == [True, False, False, False, False, False]
-    assert [row.verdict for row in rows] == ["reproduced", "reproduced", "not reproduced"]
+    # the first's interval [0.041, 0.059] lies above the margin; the second's [0.005, 0.055] straddles it
+    assert [row.verdict for row in rows] == ["reproduced, larger than 2 points", "reproduced", "not reproduced"]
     assert [row.holm_verdict for row in rows] == ["reproduced", "inconclusive", "inconclusive"]
     assert [row.family for row in rows] == [6, 6, 6]
     detectable = [row.detectable() for row in rows]  # (t(0.975) + t(0.8)) se; Holm-strictest: t(1 - 0.05/6)
@@ -462,7 +485,11 @@ def test_a_proposals_hypothesis_is_supported_or_not_and_a_papers_result_reproduc
     interval = paired_interval([0.05, 0.06, 0.04, 0.05, 0.05])  # lower bound 0.041 > 0
     hypothesis = Row(Claim("h", "", "", "x", "y", hypothesis=True), "run", rollouts=interval, time=interval)
     result = Row(Claim("r", "", "", "x", "y"), "run", rollouts=interval)
-    assert (hypothesis.verdict, hypothesis.time_verdict, result.verdict) == ("supported", "supported", "reproduced")
+    assert (hypothesis.verdict, hypothesis.time_verdict, result.verdict) == (
+        "supported, larger than 2 points",  # lower bound 0.041 above the margin too
+        "supported, larger than 2 points",
+        "reproduced, larger than 2 points",
+    )
     null_interval = paired_interval([0.0, 0.002, -0.002, 0.001, -0.001])  # [-0.002, +0.002]: below the margin
     null = Row(Claim("h", "", "", "x", "y", hypothesis=True), "run", rollouts=null_interval)
     assert null.verdict == "not supported"
@@ -505,6 +532,7 @@ def test_the_scoreboard_rebuilds_from_its_evaluations_file_to_the_digit(sweep, t
     assert grpo["evaluations"][:2] == [[0, 0.30, 0.0], [20, 0.32, 20.0]] and len(grpo["evaluations"]) == 16
     assert grpo["final"] == {"eval/greedy_acc": 0.6, "eval/train_seconds": 300.0} and grpo["steps"] == 300
     assert grpo["config_hash"] == "58437cc8e863"  # sha256 of {"objective": "eval/greedy_acc", "seed": 0}, sorted
+    assert grpo["student"] == "tiny/evidence-seed0"
     assert {line["status"] for line in lines if line["arm"] == "goldilocks"} == {"failed", "running"}
 
     second = tmp_path / "second"

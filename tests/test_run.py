@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def test_grpo_run_writes_the_whole_run_folder(completed_run):
     assert summary["status"] == "completed"
     assert set(summary) >= SUMMARY_KEYS
     assert summary["steps"] == 4
+    assert re.fullmatch(r"tiny/tiny-[0-9a-f]{16}", summary["student"]["name"])  # its warm-start cache's name
     assert 0.0 <= summary["objective"] <= 1.0
     assert summary["objective"] == summary["final"]["eval/greedy_acc"]
     for key in ("eval/greedy_acc", "eval/pass@2", "eval/sampled_acc", "eval/greedy_acc/d1"):

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from socratic_exp.core.console import Signal
 
 MARGIN = 0.02  # the smallest effect the scoreboard's verdicts care about (2 points of accuracy)
+SMALLEST_EFFECT_SOURCE = "the smallest effect of interest, 2 points, fixed before any scoreboard ran"
 Figures = list[tuple[str, Path | None]]  # (title, the plot drawn, or None where the runs did not log its metrics)
 
 
@@ -38,11 +39,16 @@ class Claim:
     kind: Literal["better", "not_worse", "worse"] = "better"
     hypothesis: bool = False  # from a proposal without experiments: its verdicts read supported / not supported
     margin: float = MARGIN  # the effect "not reproduced" excludes: the paper's own where it reports one
-    margin_source: str = "the smallest effect of interest, 2 points, fixed before any scoreboard ran"
+    margin_source: str = SMALLEST_EFFECT_SOURCE
     # the settings the claim is about (config keys; "group." for a whole group's option): the arms differ in these,
     # and in every other key named (by its last part) in ``differences`` (tests/test_evidence.py checks both)
     changes: tuple[str, ...] = ()
     differences: str = ""  # every setting in which the arms differ besides the one the claim is about, if any
+
+    @property
+    def margin_name(self) -> str:
+        """What the margin is, as a verdict's size reads it: the paper's effect, or the smallest effect of interest."""
+        return "the paper's" if self.margin_source != SMALLEST_EFFECT_SOURCE else f"{self.margin * 100:g} points"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,11 @@ last evaluation whose ``eval/train_seconds`` is at most A's final one. The verdi
   0; inconclusive otherwise;
 - ``worse`` (A behind B): the mirror of ``better``.
 
+Where the data reject both "no effect" and the margin, the verdict says how big: "reproduced, smaller than the
+paper's" (the interval between 0 and the paper's effect; "smaller than 2 points" where the margin is the smallest
+effect of interest), "reproduced, larger than the paper's" (the interval above it), and for ``not_worse``
+"reproduced, though behind" (within the margin, yet below B).
+
 ``MARGIN`` is each claim's own where its paper reports the effect (``Claim.margin``, with its source).
 
 Each verdict rests on a one-sided test of its own hypothesis (``one_sided_tests``): "reproduced" on the effect being
@@ -96,18 +101,29 @@ def paired_interval(diffs: Sequence[float]) -> Interval:
     return Interval(len(diffs), mean, mean - half, mean + half)
 
 
-def verdict(interval: Interval, kind: str, margin: float = MARGIN) -> str:
-    """The fixed rule (module docstring): reproduced / not reproduced / inconclusive, with the claim's margin."""
+def verdict(interval: Interval, kind: str, margin: float = MARGIN, margin_name: str = "2 points") -> str:
+    """The fixed rule (module docstring): reproduced (with its size where the margin is rejected too) / not
+    reproduced / inconclusive, with the claim's margin (``margin_name``: the paper's, or 2 points)."""
     if interval.n < 2:
         return "inconclusive"
     if kind == "worse":  # A behind B: the mirror of "better"
         interval = Interval(interval.n, -interval.mean, -interval.high, -interval.low)
-    floor, ceiling = (-margin, 0.0) if kind == "not_worse" else (0.0, margin)
+    floor, ceiling = thresholds(kind, margin)
     if interval.low > floor:
-        return "reproduced"
+        return sized(kind, below=interval.high < ceiling, above=interval.low > margin, margin_name=margin_name)
     if interval.high < ceiling:
         return "not reproduced"
     return "inconclusive"
+
+
+def sized(kind: str, below: bool, above: bool, margin_name: str) -> str:
+    """ "reproduced" with how big, where the data say it: ``below`` the ceiling too (both hypotheses hold), or, for a
+    ``better`` / ``worse`` claim, ``above`` the margin."""
+    if below:
+        return "reproduced, though behind" if kind == "not_worse" else f"reproduced, smaller than {margin_name}"
+    if above and kind != "not_worse":
+        return f"reproduced, larger than {margin_name}"
+    return "reproduced"
 
 
 def standard_error(interval: Interval) -> float:
@@ -279,6 +295,8 @@ class Row:
             return ""
         rejected = [test.verdict for test in self.tests if test.rejected]
         text = rejected[0] if rejected else "inconclusive"
+        if len(rejected) == 2:  # both hypotheses: reproduced, and smaller than the margin
+            text = sized(self.claim.kind, below=True, above=False, margin_name=self.claim.margin_name)
         return text.replace("reproduced", "supported") if self.claim.hypothesis else text
 
     @property
@@ -307,7 +325,7 @@ class Row:
         never measured by its authors) is supported or not, a paper's result reproduced or not."""
         if interval is None or not interval.n:
             return ""
-        text = verdict(interval, self.claim.kind, self.claim.margin)
+        text = verdict(interval, self.claim.kind, self.claim.margin, self.claim.margin_name)
         return text.replace("reproduced", "supported") if self.claim.hypothesis else text
 
 
@@ -550,7 +568,8 @@ def scoreboard_markdown(
 # --- plots -------------------------------------------------------------------------------------------------------
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
     """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI, and
-    the claim's margin (dashed: a "better" claim is not reproduced below it, a "not worse" one reproduced above it)."""
+    the claim's margin (dashed: the paper's effect where the claim takes it, else 2 points; a "better" claim is not
+    reproduced below it, a "not worse" one reproduced above it)."""
     figure, ax = pyplot().subplots(figsize=(8, 0.45 * len(rows) + 1.4))
     for index, row in enumerate(rows):
         shown = ((row.rollouts, -0.13, "o", "C0", "equal rollouts"), (row.time, 0.13, "s", "C1", "equal time"))
@@ -561,10 +580,11 @@ def plot_forest(rows: Sequence[Row], path: Path) -> Path:
                 ax.plot([interval.low, interval.high], [index + offset] * 2, color=color, lw=1.5)
             ax.plot(interval.mean, index + offset, marker=marker, color=color, label=label if index == 0 else None)
     ax.axvline(0.0, color="black", lw=0.8)
-    for index, row in enumerate(rows):  # each claim's own margin (its paper's effect, or 2 points)
+    for index, row in enumerate(rows):  # each claim's own margin: its paper's effect (red), or 2 points (grey)
         edge = -row.claim.margin if row.claim.kind in ("not_worse", "worse") else row.claim.margin
-        ax.plot([edge] * 2, [index - 0.35, index + 0.35], color="grey", lw=1.2, ls="--",
-                label="the claim's margin" if index == 0 else None)  # fmt: skip
+        papers = row.claim.margin_name == "the paper's"
+        ax.plot([edge] * 2, [index - 0.35, index + 0.35], color="C3" if papers else "grey", lw=1.2, ls="--",
+                label="the paper's effect" if papers else "the smallest effect of interest")  # fmt: skip
     labels = [f"{r.claim.id}" + ("" if r.status == "run" else " (not run)") for r in rows]
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)

@@ -104,7 +104,10 @@ class TinyModel(ModelSpec):
     def _load_from(self, path: Path, shipped: str | None = None) -> Student:
         from transformers import AutoModelForCausalLM
 
-        info = json.loads((path / "warmstart.json").read_text()) | ({"shipped": shipped} if shipped else {})
+        # its name, which the run's summary and the scoreboard's evaluation lines record: the shipped student's
+        # (tiny/default, tiny/evidence-seed3) or the warm-start cache's (tiny/tiny-<hash of the build settings>)
+        named = {"name": f"tiny/{shipped or path.name}"} | ({"shipped": shipped} if shipped else {})
+        info = json.loads((path / "warmstart.json").read_text()) | named
         model = AutoModelForCausalLM.from_pretrained(path)
         return Student(model=model, tokenizer=load_char_tokenizer(str(path)), path=str(path), info=info, chat=self.chat)
 
