@@ -79,6 +79,8 @@ def test_an_unassisted_evaluation_before_training_asks_no_teacher_and_the_table_
     assert CountingTeacher.calls == 0 and "eval/assisted_acc" not in metrics and "eval/greedy_acc" in metrics
     table = result_table(metrics, {**metrics, "eval/assisted_acc": 0.5}, assisted_attempts=2)
     assert "eval/assisted_acc             - ->  0.500" in table
+    tokens = result_table({"eval/train_tokens": 0}, {"eval/train_tokens": 87046}, assisted_attempts=2)
+    assert "eval/train_tokens             0 ->  87046   tokens generated and read in training" in tokens
 
 
 def test_nucleus_sampling_reaches_generation():

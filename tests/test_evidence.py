@@ -248,9 +248,12 @@ def grpo_curve(step: int) -> float:
     return 0.30 + step / 1000  # 0.40 at step 100, 0.44 at 140, 0.60 at 300
 
 
-def make_run(root: Path, job: int, arm: str, seed: int, evals: list[tuple[int, float, float]], status="completed"):
-    """A run folder as a sweep job writes it: evaluations (step, accuracy, training seconds) in ``metrics.jsonl``
-    between training logs, the last one as the summary's final."""
+def make_run(root: Path, job: int, arm: str, seed: int, evals: list[tuple[int, float, float]], status="completed",
+             tokens_per_step: int | None = None):  # fmt: skip
+    """A run folder as a sweep job writes it: evaluations (step, accuracy, training seconds, and the training tokens
+    where ``tokens_per_step`` is given) in ``metrics.jsonl`` between training logs, the last one as the summary's
+    final."""
+    spent = (lambda step: {"eval/train_tokens": step * tokens_per_step}) if tokens_per_step else (lambda step: {})
     folder = root / str(job)
     folder.mkdir(parents=True)
     lines = []
@@ -258,7 +261,7 @@ def make_run(root: Path, job: int, arm: str, seed: int, evals: list[tuple[int, f
         if step:
             lines.append({"step": step, "time": 1.0, "reward": 0.5, "loss": 0.1})
         lines.append({"step": step, "time": 1.0, "eval/greedy_acc": accuracy, "eval/greedy_acc/d1": 0.9,
-                      "eval/no_answer": 0.0, "eval/train_seconds": seconds})  # fmt: skip
+                      "eval/no_answer": 0.0, "eval/train_seconds": seconds} | spent(step))  # fmt: skip
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     step, accuracy, seconds = evals[-1]
     summary = {
@@ -266,7 +269,7 @@ def make_run(root: Path, job: int, arm: str, seed: int, evals: list[tuple[int, f
         "overrides": [f"+evidence_arm={arm}", f"seed={seed}", "+sweep=evidence"],
         "config": {"objective": "eval/greedy_acc", "seed": seed},
         "initial": {"eval/greedy_acc": evals[0][1], "eval/train_seconds": 0.0},
-        "final": {"eval/greedy_acc": accuracy, "eval/no_answer": 0.0, "eval/train_seconds": seconds},
+        "final": {"eval/greedy_acc": accuracy, "eval/no_answer": 0.0, "eval/train_seconds": seconds} | spent(step),
         "steps": step,
         "wall_time_s": seconds + 50.0,
         "student": {"name": f"tiny/evidence-seed{seed}", "shipped": f"evidence-seed{seed}"},
@@ -299,6 +302,35 @@ def sweep(tmp_path):
     make_run(root, next(jobs), "goldilocks", 0, [(0, 0.3, 0.0)], status="failed")
     make_run(root, next(jobs), "goldilocks", 1, [(0, 0.3, 0.0)], status="running")  # still under way: not failed
     return root
+
+
+def test_against_grpo_a_claim_is_also_read_at_equal_training_tokens(tmp_path):
+    """GRPO at 1,000 tokens a step, SocraticPO at 2,500 (its attempts) for 100 steps: 250,000 tokens, GRPO's
+    evaluation at step 240 (0.54). A - B there: -0.13, -0.12, -0.11, -0.10, -0.09; mean -0.11, sd 0.015811, t(4)
+    2.776: [-0.12963, -0.09037], below the margin. The evaluations file keeps the tokens, and the scoreboard rebuilt
+    from it reads the same."""
+    import gzip
+
+    root = tmp_path / "sweep"
+    for seed in range(5):
+        make_run(root, seed, "grpo", seed, [(s, grpo_curve(s), float(s)) for s in range(0, 301, 20)],
+                 tokens_per_step=1000)  # fmt: skip
+        evals = [(0, 0.30, 0.0), (100, round(0.41 + seed / 100, 6), 150.0)]
+        make_run(root, 10 + seed, "socraticpo", seed, evals, tokens_per_step=2500)
+    board = write_scoreboard(find_runs([root]), tmp_path / "out")
+    (row,) = [row for row in board.rows if row.claim.id == "socraticpo>grpo"]
+    assert row.tokens.n == 5 and row.tokens.mean == pytest.approx(-0.11)
+    assert (row.tokens.low, row.tokens.high) == (pytest.approx(-0.12963, abs=1e-5), pytest.approx(-0.09037, abs=1e-5))
+    assert row.tokens_verdict == "not reproduced"
+    assert "| -0.110 [-0.130, -0.090] | not reproduced |" in board.markdown
+    with gzip.open(tmp_path / "out" / "evaluations.jsonl.gz", "rt") as handle:
+        lines = [json.loads(text) for text in handle]
+    socraticpo = next(line for line in lines if line["arm"] == "socraticpo" and line["seed"] == 0)
+    assert socraticpo["evaluations"] == [[0, 0.30, 0.0, 0], [100, 0.41, 150.0, 250000]]
+    assert socraticpo["final"]["eval/train_tokens"] == 250000
+    assert report.main([str(tmp_path / "out" / "evaluations.jsonl.gz"), "--scoreboard", "--out",
+                        str(tmp_path / "again")]) == 0  # fmt: skip
+    assert (tmp_path / "again" / "scoreboard.md").read_text() == (tmp_path / "out" / "scoreboard.md").read_text()
 
 
 def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):

@@ -40,6 +40,9 @@ def test_grpo_run_writes_the_whole_run_folder(completed_run):
     assert set(summary) >= SUMMARY_KEYS
     assert summary["steps"] == 4
     assert re.fullmatch(r"tiny/tiny-[0-9a-f]{16}", summary["student"]["name"])  # its warm-start cache's name
+    tokens = [r["eval/train_tokens"] for r in read_metrics(run_dir) if "eval/train_tokens" in r]
+    assert tokens[0] == 0 and tokens == sorted(tokens) and len(set(tokens)) == len(tokens)  # grows at every evaluation
+    assert summary["final"]["eval/train_tokens"] == tokens[-1] and isinstance(tokens[-1], int)
     assert 0.0 <= summary["objective"] <= 1.0
     assert summary["objective"] == summary["final"]["eval/greedy_acc"]
     for key in ("eval/greedy_acc", "eval/pass@2", "eval/sampled_acc", "eval/greedy_acc/d1"):

@@ -472,15 +472,21 @@ def result_table(initial: dict[str, float], final: dict[str, float], assisted_at
         "eval/strict_acc": "greedy, answers read in the task's format",
         "eval/flexible_acc": "greedy, answers read leniently (e.g. the last number)",
         "eval/train_seconds": "training wall time (s), evaluations excluded",
+        "eval/train_tokens": "tokens generated and read in training (prompts and completions)",
     }
     lines = [f"  {'':<24} {'before':>6}    {'after':>6}"]
     for key in (k for k in final if k.count("/") == 1):
         pass_k = key.removeprefix("eval/pass@") if key.startswith("eval/pass@") else None
         meaning = meanings.get(key, f"solved by any of {pass_k} samples" if pass_k else "")
         before = initial.get(key)
-        shown = f"{before:>6.3f}" if _is_number(before) else f"{'-':>6}"  # e.g. no assisted pass before training
-        lines.append(f"  {key:<24} {shown} -> {final[key]:>6.3f}   {meaning}")
+        shown = _table_number(before) if _is_number(before) else f"{'-':>6}"  # e.g. no assisted pass before training
+        lines.append(f"  {key:<24} {shown} -> {_table_number(final[key])}   {meaning}")
     return "\n".join(lines)
+
+
+def _table_number(value: float) -> str:
+    """A count as a whole number (tokens), any other figure to three decimals."""
+    return f"{value:>6d}" if isinstance(value, int) else f"{value:>6.3f}"
 
 
 def evaluation_line(step: int, metrics: dict[str, Any], objective: str) -> str:

@@ -17,7 +17,7 @@ from socratic_exp.core.console import PROGRESS_LOG, log_step_metrics
 from socratic_exp.core.progress_callbacks import ProgressDisplayCallback
 from socratic_exp.core.secrets import scrub_training_args
 from socratic_exp.models.base import LARGE_MODEL_PARAMETERS
-from socratic_exp.runtime.evaluation import TRAIN_SECONDS
+from socratic_exp.runtime.evaluation import TRAIN_SECONDS, TRAIN_TOKENS
 
 TRAIN_CLOCK = "train_clock.json"
 
@@ -168,7 +168,8 @@ class TrainClock(TrainerCallback):
 class PeriodicEvalCallback(TrainerCallback):
     """Held-out evaluation every ``every_steps`` optimizer steps (the final one runs after training); a collapse
     guard, when given, can stop training after an evaluation. With a ``clock`` each evaluation records the training
-    time so far (``eval/train_seconds``), and the clock stops while it evaluates.
+    time so far (``eval/train_seconds``), and the clock stops while it evaluates; each records the tokens trained on
+    so far (``eval/train_tokens``).
 
     The evaluation runs once the step's own logs are in (``on_log``; the step is made to log), so the console's line
     of that step comes before the evaluation's minutes, not after them: this callback goes after the display's."""
@@ -207,6 +208,8 @@ class PeriodicEvalCallback(TrainerCallback):
         metrics = self.evaluator.evaluate(self.student, stage=f"at step {step}")
         if self.clock is not None:
             metrics[TRAIN_SECONDS] = round(self.clock.seconds, 3)
+        if (tokens := getattr(state, "num_input_tokens_seen", None)) is not None:
+            metrics[TRAIN_TOKENS] = int(tokens)
         if state.is_world_process_zero:
             self.sink.log_evaluation(metrics, step, self.teacher.samples())
         if self.guard is not None and self.guard.observe(step, metrics, self.student.model):

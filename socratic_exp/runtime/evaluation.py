@@ -16,6 +16,10 @@ from socratic_exp.teachers.base import TeacherStats
 
 log = logging.getLogger("socratic_exp")
 TRAIN_SECONDS = "eval/train_seconds"  # logged with every evaluation: training wall time so far, evaluations excluded
+# logged with every evaluation: the tokens training has generated and read so far (TRL's num_input_tokens_seen: the
+# prompt and completion tokens of every generation batch, every process, dynamic sampling's discarded rounds too), a
+# measure of the work done that does not depend on the machine's load
+TRAIN_TOKENS = "eval/train_tokens"
 
 if TYPE_CHECKING:
     from datasets import Dataset

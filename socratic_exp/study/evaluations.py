@@ -42,9 +42,11 @@ def config_hash(config: Any) -> str | None:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def run_line(run: Run, arm: str, seed: int, metric: str, time: str, command: str | None) -> dict[str, Any]:
+def run_line(run: Run, arm: str, seed: int, keys: tuple[str, str, str], command: str | None) -> dict[str, Any]:
+    """The run's line; ``keys``: the metric, the training time and the training tokens. Each evaluation is
+    ``[step, metric, time]``, with the tokens after them where the run recorded them."""
     summary = run.summary
-    evaluations = sorted((r for r in run.records if r.get(metric) is not None), key=lambda r: r["step"])
+    evaluations = sorted((r for r in run.records if r.get(keys[0]) is not None), key=lambda r: r["step"])
     return {
         "format": FORMAT,
         "folder": str(run.path.parent),
@@ -53,14 +55,20 @@ def run_line(run: Run, arm: str, seed: int, metric: str, time: str, command: str
         "seed": seed,
         "status": run.status,
         "steps": summary.get("steps"),
-        "final": {key: value for key in (metric, time) if (value := run.value(key)) is not None},
+        "final": {key: value for key in keys if (value := run.value(key)) is not None},
         "wall_time_s": summary.get("wall_time_s"),
         "git_commit": summary.get("git_commit"),
         "config_hash": config_hash(summary.get("config")),
         "student": (summary.get("student") or {}).get("name"),
         "command": command,
-        "evaluations": [[r["step"], r[metric], r.get(time)] for r in evaluations],
+        "evaluations": [_evaluation(record, keys) for record in evaluations],
     }
+
+
+def _evaluation(record: dict[str, Any], keys: tuple[str, str, str]) -> list[Any]:
+    metric, time, tokens = keys
+    spent = [record[tokens]] if record.get(tokens) is not None else []  # runs from before tokens were recorded: none
+    return [record["step"], record[metric], record.get(time), *spent]
 
 
 def write_evaluations(lines: Sequence[dict[str, Any]], path: Path) -> Path:
@@ -70,7 +78,7 @@ def write_evaluations(lines: Sequence[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def read_evaluations(path: Path, arm_key: str, metric: str, time: str) -> list[RecordedRun]:
+def read_evaluations(path: Path, arm_key: str, keys: tuple[str, str, str]) -> list[RecordedRun]:
     """The runs of an evaluations file, as the scoreboard reads run folders."""
     try:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
@@ -91,6 +99,6 @@ def read_evaluations(path: Path, arm_key: str, metric: str, time: str) -> list[R
             "wall_time_s": line["wall_time_s"],
             "git_commit": line["git_commit"],
         }
-        records = [{"step": step, metric: accuracy, time: seconds} for step, accuracy, seconds in line["evaluations"]]
+        records = [dict(zip(("step", *keys), evaluation, strict=False)) for evaluation in line["evaluations"]]
         runs.append(RecordedRun(Path(line["folder"]) / line["job"], summary, records, line["command"]))
     return runs

@@ -55,6 +55,7 @@ from socratic_exp.study.tables import markdown_table, number, signed, write_csv
 
 METRIC = "eval/greedy_acc"  # the held-out accuracy every claim is judged on (unassisted, greedy)
 TIME = "eval/train_seconds"  # training wall time at each evaluation (callbacks.TrainClock)
+TOKENS = "eval/train_tokens"  # tokens generated and read in training so far: compute, whatever the machine's load
 ARM_KEY = "evidence_arm"  # the override that names a run's arm
 BASELINE = "grpo"  # the arm trained longer: compared at equal rollouts and at equal wall time
 SIGNS = {"better": ">", "not_worse": ">=", "worse": "<"}  # how a claim's comparison reads
@@ -213,14 +214,14 @@ def at_step(run: Run, step: int) -> dict[str, Any] | None:
     return found[-1] if found else None
 
 
-def within_time(run: Run, seconds: float) -> tuple[dict[str, Any] | None, bool]:
-    """The run's last evaluation whose training time is at most ``seconds``, and whether the run stopped before
-    that much training (then its last evaluation: capped)."""
-    timed = [r for r in evaluations(run) if r.get(TIME) is not None]
-    if not timed:
+def within(run: Run, key: str, budget: float) -> tuple[dict[str, Any] | None, bool]:
+    """The run's last evaluation whose ``key`` (training time, ``TIME``, or tokens, ``TOKENS``) is at most
+    ``budget``, and whether the run stopped before spending that much (then its last evaluation: capped)."""
+    spent = [r for r in evaluations(run) if r.get(key) is not None]
+    if not spent:
         return None, False
-    found = [r for r in timed if r[TIME] <= seconds]
-    return (found[-1] if found else None), timed[-1][TIME] < seconds
+    found = [r for r in spent if r[key] <= budget]
+    return (found[-1] if found else None), spent[-1][key] < budget
 
 
 def collapse_step(run: Run) -> int | None:
@@ -279,6 +280,7 @@ class Row:
     b_mean: float = math.nan  # B's at A's final step
     rollouts: Interval | None = None  # A - B at equal rollouts
     time: Interval | None = None  # A - B at equal training time (B = grpo only)
+    tokens: Interval | None = None  # A - B at equal training tokens (B = grpo only; runs that record them)
     capped: int = 0  # seeds where GRPO's whole run trained less time than A (its last evaluation used)
     notes: str = ""
     tests: list[OneSidedTest] = field(default_factory=list)  # the verdicts' one-sided tests at equal rollouts
@@ -320,6 +322,10 @@ class Row:
     def time_verdict(self) -> str:
         return self._judged(self.time)
 
+    @property
+    def tokens_verdict(self) -> str:
+        return self._judged(self.tokens)
+
     def _judged(self, interval: Interval | None) -> str:
         """The claim's verdict on ``interval`` ("" without one), in the claim's words: a hypothesis (a proposal's,
         never measured by its authors) is supported or not, a paper's result reproduced or not."""
@@ -334,7 +340,7 @@ def score(claim: Claim, arms: Arms) -> Row:
     if missing:
         return Row(claim, f"not run ({', '.join(missing)} missing)")
     a_runs, b_runs = arms.runs[claim.a], arms.runs[claim.b]
-    pairs, a_values, b_values, timed, notes, capped = [], [], [], [], [], 0
+    pairs, a_values, b_values, timed, tokened, notes, capped = [], [], [], [], [], [], 0
     for seed in sorted(set(a_runs) & set(b_runs)):
         a, b = a_runs[seed], b_runs[seed]
         a_value, step = a.value(METRIC), final_step(a)
@@ -346,12 +352,16 @@ def score(claim: Claim, arms: Arms) -> Row:
         pairs.append(a_value - b_eval[METRIC])
         a_values.append(a_value)
         b_values.append(b_eval[METRIC])
-        a_seconds = a.value(TIME)
+        a_seconds, a_tokens = a.value(TIME), a.value(TOKENS)
         if claim.b == BASELINE and a_seconds is not None:
-            b_timed, short = within_time(b, a_seconds)
+            b_timed, short = within(b, TIME, a_seconds)
             if b_timed is not None:
                 timed.append(a_value - b_timed[METRIC])
                 capped += short
+        if claim.b == BASELINE and a_tokens is not None:
+            b_tokened, _ = within(b, TOKENS, a_tokens)
+            if b_tokened is not None:
+                tokened.append(a_value - b_tokened[METRIC])
     if not pairs:
         return Row(claim, "not run (no seed completed in both arms)")
     if capped:
@@ -364,6 +374,7 @@ def score(claim: Claim, arms: Arms) -> Row:
         statistics.fmean(b_values),
         rollouts,
         paired_interval(timed) if claim.b == BASELINE else None,
+        paired_interval(tokened) if tokened else None,
         capped,
         "; ".join(notes),
         tests=one_sided_tests(rollouts, claim.kind, claim.margin),
@@ -427,7 +438,7 @@ def csv_row(row: Row) -> dict[str, Any]:
         "n": row.rollouts.n if row.rollouts else 0, "a_mean": row.a_mean,
         "b_mean": row.b_mean,
     }  # fmt: skip
-    for name, interval in (("diff", row.rollouts), ("diff_equal_time", row.time)):
+    for name, interval in (("diff", row.rollouts), ("diff_equal_time", row.time), ("diff_equal_tokens", row.tokens)):
         record |= {name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan}
         if interval is not None:
             record |= {name: interval.mean, f"{name}_low": interval.low, f"{name}_high": interval.high}
@@ -441,7 +452,7 @@ def csv_row(row: Row) -> dict[str, Any]:
     record |= {"holm_family": row.family, "detectable_effect": raw, "detectable_effect_holm": strictest,
                "knife_edge": row.knife_edge}  # fmt: skip
     record |= {"verdict": row.verdict, "verdict_holm": row.holm_verdict, "verdict_equal_time": row.time_verdict,
-               "notes": row.notes}  # fmt: skip
+               "verdict_equal_tokens": row.tokens_verdict, "notes": row.notes}  # fmt: skip
     return record
 
 
@@ -494,7 +505,7 @@ def sweep_commands(runs: Sequence[Run]) -> dict[Path, str | None]:
 def evaluation_lines(runs: Sequence[Run], commands: dict[Path, str | None]) -> list[dict[str, Any]]:
     """Each run of an arm, as one line of the sweep's evaluations file."""
     return [
-        run_line(run, run.overrides[ARM_KEY], seed, METRIC, TIME, commands[run.path.parent])
+        run_line(run, run.overrides[ARM_KEY], seed, (METRIC, TIME, TOKENS), commands[run.path.parent])
         for run in runs
         if ARM_KEY in run.overrides and (seed := seed_of(run)) is not None
     ]
@@ -518,12 +529,12 @@ def scoreboard_markdown(
     header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
               "one-sided p, raw -> Holm (effect >floor; <ceiling)", "verdict (Holm)",
               "detectable with 80% power: raw / Holm-strictest (margin)", "A - B, equal time [95% CI]",
-              "verdict (time)", "notes"]  # fmt: skip
+              "verdict (time)", "A - B, equal tokens [95% CI]", "verdict (tokens)", "notes"]  # fmt: skip
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {SIGNS[r.claim.kind]} {r.claim.b}",
          r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
          f"**{r.verdict}**" + (" (knife-edge)" if r.knife_edge else ""), _tests_text(r), r.holm_verdict,
-         _detectable_text(r), _interval_text(r.time), r.time_verdict,
+         _detectable_text(r), _interval_text(r.time), r.time_verdict, _interval_text(r.tokens), r.tokens_verdict,
          "; ".join(filter(None, [f"also differs: {r.claim.differences}" if r.claim.differences else "",
                                  r.notes])).replace("|", "/")]
         for r in rows
@@ -545,7 +556,9 @@ def scoreboard_markdown(
         "`summary.json`)\n\n"
         f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
         "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
-        f"training time (`{TIME}`, evaluations excluded) is at most A's. Verdict (fixed in advance), with each "
+        f"training time (`{TIME}`, evaluations excluded) is at most A's. Equal tokens: GRPO's last evaluation whose "
+        f"tokens generated and read in training (`{TOKENS}`, a measure of compute the machine's load does not change; "
+        "'-' where the runs did not record it) are at most A's. Verdict (fixed in advance), with each "
         f"claim's margin (its paper's effect where it reports one, else {MARGIN}; `margin` in scoreboard.csv): a "
         "claim that A beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is below "
         "the margin (an effect that size is excluded), inconclusive otherwise; a claim that A does no worse (>=) is "
@@ -567,12 +580,14 @@ def scoreboard_markdown(
 
 # --- plots -------------------------------------------------------------------------------------------------------
 def plot_forest(rows: Sequence[Row], path: Path) -> Path:
-    """One line per claim: A - B at equal rollouts (circle) and at equal time (square), each with its 95% CI, and
+    """One line per claim: A - B at equal rollouts (circle), equal time (square) and equal tokens (triangle), each
+    with its 95% CI, and
     the claim's margin (dashed: the paper's effect where the claim takes it, else 2 points; a "better" claim is not
     reproduced below it, a "not worse" one reproduced above it)."""
     figure, ax = pyplot().subplots(figsize=(8, 0.45 * len(rows) + 1.4))
     for index, row in enumerate(rows):
-        shown = ((row.rollouts, -0.13, "o", "C0", "equal rollouts"), (row.time, 0.13, "s", "C1", "equal time"))
+        shown = ((row.rollouts, -0.2, "o", "C0", "equal rollouts"), (row.time, 0.0, "s", "C1", "equal time"),
+                 (row.tokens, 0.2, "^", "C2", "equal tokens"))  # fmt: skip
         for interval, offset, marker, color, label in shown:
             if interval is None or not interval.n:
                 continue

@@ -504,10 +504,10 @@ def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float) 
     """The scoreboard rebuilt from evaluations files alone (``socratic_exp.study.evaluations``), written beside the
     first one unless ``--out`` says where."""
     from socratic_exp.study.evaluations import read_evaluations
-    from socratic_exp.study.evidence import ARM_KEY, METRIC, TIME
+    from socratic_exp.study.evidence import ARM_KEY, METRIC, TIME, TOKENS
 
     try:
-        runs: list[Run] = [run for path in paths for run in read_evaluations(path, ARM_KEY, METRIC, TIME)]
+        runs: list[Run] = [run for path in paths for run in read_evaluations(path, ARM_KEY, (METRIC, TIME, TOKENS))]
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

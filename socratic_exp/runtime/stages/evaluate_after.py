@@ -22,13 +22,14 @@ def evaluate_after_and_write(run: Run, trainer: Any) -> float:
     held-out results before and after. Returns the run's objective."""
     from socratic_exp.core.curves import plot_learning_curves
     from socratic_exp.models.base import save_final_model
-    from socratic_exp.runtime.evaluation import TRAIN_SECONDS
+    from socratic_exp.runtime.evaluation import TRAIN_SECONDS, TRAIN_TOKENS
 
     cfg, c, job, student = run.cfg, run.components, run.job, run.bench.student
     step = trainer.state.global_step
     final = run.guard.final(step, run.evaluator, student)
     collapse = run.guard.summary
     final[TRAIN_SECONDS] = round(run.callbacks.clock.seconds, 3)
+    final[TRAIN_TOKENS] = int(trainer.state.num_input_tokens_seen)
     run.sink.log_evaluation(final, step, c.teacher.samples())
     if cfg.save_final_model:
         save_final_model(trainer, student, c.model.lora, job.run_dir / "checkpoints" / "final")

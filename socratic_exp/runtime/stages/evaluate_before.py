@@ -39,13 +39,14 @@ def generates_with_vllm(run: Run) -> bool:
 def evaluate_initial(run: Run) -> None:
     """The held-out evaluation before training, logged at step 0 and kept in the run record; none where an earlier
     attempt of the run made it."""
-    from socratic_exp.runtime.evaluation import TRAIN_SECONDS
+    from socratic_exp.runtime.evaluation import TRAIN_SECONDS, TRAIN_TOKENS
 
     c, student = run.components, run.bench.student
     if "initial" in run.record.data:
         return
     initial = run.evaluator.evaluate(student, stage="before training", assisted=c.eval.assisted_before_training)
     initial[TRAIN_SECONDS] = 0.0
+    initial[TRAIN_TOKENS] = 0
     run.guard.observe(0, initial, student.model)
     run.sink.log_evaluation(initial, 0, c.teacher.samples())
     run.record.update(initial=initial)
