@@ -66,7 +66,7 @@ class Method:
 
     - ``name``: the folder's name, the option users type (``algorithm=<name>`` or ``sampler=<name>``);
     - ``paper``: how the premises' progress and the docs call it (SocraticPO, Goldilocks RL);
-    - ``docs``: its page under ``docs/`` (``socraticpo.md``), which the site's nav lists under Methods;
+    - ``docs``: its page under ``docs/`` (``<name>.md``), which the site's nav lists under Methods;
     - ``signals``: ``{metric prefix: (Signal, ...)}``, what the progress line shows once a metric with that prefix is
       logged;
     - ``figures(records, config, out) -> Figures``: the run report's plots of the method's own metrics;
@@ -77,7 +77,7 @@ class Method:
     - ``premises(bench) -> {figure: value}``: its paper's precondition, measured by ``study.premises`` on a
       ``study.premises.Bench``; ``promises``: the levels those figures reach on the embedded testbed;
     - ``claims``: its paper's claims, scored by ``study.evidence``;
-    - ``moved_keys``: ``{old key: its key now}`` (``{"teacher.meta_margin": "algorithm.meta_margin"}``), settings that
+    - ``moved_keys``: ``{old key: its key now}`` (``{"teacher.margin": "algorithm.margin"}``), settings that
       were another group's once: a user who types the old key is told where it is set (``moved_key``).
     """
 
