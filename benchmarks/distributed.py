@@ -1,6 +1,6 @@
 """2 processes against 1 on the same global batch: training step time per algorithm and the held-out evaluation time.
 
-    python benchmarks/distributed.py [--steps 8] [--out benchmarks/results/distributed.json]
+    python benchmarks/distributed.py [--steps 8] [--out research/results/distributed.json]
 
 Training: ``python -m socratic_exp debug=fast algorithm=<a>`` for ``--steps`` steps, once as 1 process with 2
 threads and once as 2 torchrun processes (gloo) with 1 thread each and half the per-process batch, so both use the
@@ -94,7 +94,7 @@ def evaluate_worker(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "distributed.json")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "research" / "results" / "distributed.json")
     args = parser.parse_args()
     from socratic_exp.core.run_folder import machine
 

@@ -10,7 +10,7 @@
 #       GPU_SMOKE_ARCHIVE=$OUT/smoke.tar.gz bash benchmarks/gpu_smoke.sh /tmp/gpu_smoke", carry=[".whl"], timeout_s=600)
 #   run(command="GPU_SMOKE_STEPS=qwen3_real GPU_SMOKE_ARCHIVE=$OUT/real.tar.gz bash benchmarks/gpu_smoke.sh \
 #       /tmp/gpu_smoke", carry=[".whl"], timeout_s=600)
-# Measured on an H100 80GB (benchmarks/results/gpu_smoke/h100/): the seven debug-sized steps 35-65 s each, 342 s
+# Measured on an H100 80GB (research/results/gpu_smoke/h100/): the seven debug-sized steps 35-65 s each, 342 s
 # together with the install; qwen3_real 361 s (the 0.6B model built in ~25 s, GRPO's 3 steps with evaluations and
 # checkpoint in 90 s, SocraticPO's in 228 s), 375 s with the install. All steps in one call run out of the 560 s
 # budget and cut qwen3_real short; the two calls above fit.

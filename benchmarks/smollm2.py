@@ -1,8 +1,8 @@
 """``model=smollm2_135m`` on CPU: greedy accuracy before training, and the algorithms' step time and peak memory.
 
     python benchmarks/smollm2.py accuracy [--questions 200] [--max-new-tokens 384] [--out FILE.jsonl]
-    python benchmarks/smollm2.py start [--questions 100] [--out benchmarks/results/smollm2_preset/start.json]
-    python benchmarks/smollm2.py learning --sweep FOLDER [--out benchmarks/results/smollm2_preset/learning.json]
+    python benchmarks/smollm2.py start [--questions 100] [--out research/results/smollm2_preset/start.json]
+    python benchmarks/smollm2.py learning --sweep FOLDER [--out research/results/smollm2_preset/learning.json]
     python benchmarks/smollm2.py step-time [--repeats 2] [--lora-r R] [--algorithms NAME ...] [overrides...]
     python benchmarks/smollm2.py memory [--lora-r R] [overrides...]
 
@@ -12,7 +12,7 @@ evaluation does (chat template, the task's instruction as the system turn), with
 could not read, broken down by reason; ``--out`` keeps every completion for reading.
 
 ``start`` measures the pre-registered candidates of ``experiment=smollm2_cpu``'s task and instruction
-(``benchmarks/results/smollm2_preset/PREREGISTRATION.md``): greedy accuracy and readable-answer share on each
+(``research/results/smollm2_preset/PREREGISTRATION.md``): greedy accuracy and readable-answer share on each
 candidate's first ``--questions`` held-out questions, the ones a run's evaluation answers (``eval.max_samples``).
 
 ``learning`` reads the pre-registered learning runs (a sweep of ``experiment=smollm2_cpu`` or

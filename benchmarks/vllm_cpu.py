@@ -25,7 +25,7 @@ tokens) answered by ``models.generation.generate`` through transformers and thro
 ``--engine-dtypes`` as a run lends it (``models/vllm_engine.py``), each in a process of its own: each path's accuracy
 and seconds, and how many of its completions are identical to transformers'.
 
-Writes benchmarks/results/vllm_cpu/<what>.json and prints a markdown table; the machine is named in the file.
+Writes research/results/vllm_cpu/<what>.json and prints a markdown table; the machine is named in the file.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "vllm_cpu"
+OUT = ROOT / "research" / "results" / "vllm_cpu"
 PROMPT = "Work it out one operation per line, then write the final answer.\nWhat is 17 + 25 * 3?"
 EAGER = {"VLLM_CPU_CI_ENV": "1"}
 KV = {"VLLM_CPU_KVCACHE_SPACE": "2"}

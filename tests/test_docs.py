@@ -100,7 +100,7 @@ DOCUMENTS = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 TEXT = "\n".join(path.read_text() for path in DOCUMENTS)
 # The app's own commands are composed one by one in tests/test_readme.py; these are the other entry points.
 MODULE_COMMANDS = sorted(set(re.findall(r"python -m (socratic_exp\.[a-z0-9_.]*[a-z0-9_])", TEXT)))
-SCRIPTS = sorted(set(re.findall(r"(?:python|bash) (benchmarks/[\w./]+\.(?:py|sh))", TEXT)))
+SCRIPTS = sorted(set(re.findall(r"(?:python|bash) ((?:benchmarks|research)/[\w./]+\.(?:py|sh))", TEXT)))
 
 
 def test_the_docs_show_the_other_entry_points():
@@ -117,5 +117,5 @@ def test_every_module_command_in_the_docs_runs_and_shows_its_help(module):
     assert "usage:" in done.stdout.lower()
 
 
-def test_every_benchmark_the_docs_name_exists():
+def test_every_script_the_docs_name_exists():
     assert [script for script in SCRIPTS if not (ROOT / script).is_file()] == []

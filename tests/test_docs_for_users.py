@@ -7,7 +7,7 @@ docs/history.md, the one history page.
     "PR" or "pull request" before a number (a bare ``#3`` is a sweep's job number on the console, not an issue). A
     label is a bare ``v`` and a number standing alone: not touching a letter, a digit, ``_``, ``-``, ``.`` or ``/``
     on either side. So a result file's name such as ``premises_v4.json`` or ``evidence_v4_one_student/`` (cited
-    as a path in the results index, docs/benchmarks.md) is not a label and needs no exemption for text in
+    as a path in the results index, docs/research.md) is not a label and needs no exemption for text in
     backticks; nor does an API path (``http://127.0.0.1:8001/v1``); and a dotted version of another tool
     ("transformers v4.2") is that tool's version, not a testbed label, so it passes too.
     The regexes are checked on literal examples below.
@@ -16,7 +16,7 @@ docs/history.md, the one history page.
     (page, anchor, phrase, overrides, key, expected); the phrase must stand in the same paragraph or table row as
     the anchor, and the config composed with the overrides must give the expected value at the key (a dotted key,
     or a small expression over the config's sections, e.g. the completions of a step, batch x accumulation).
-(c) Images are stored once: the PNGs the pages show live under benchmarks/results/, and docs/benchmarks/results/
+(c) Images are stored once: the PNGs the pages show live under research/results/, and docs/research/results/
     holds relative symbolic links to them (mkdocs needs the files inside docs/); no binary file under docs/ is a
     second real copy of a result file.
 """
@@ -34,7 +34,7 @@ import pytest
 from conftest import ROOT
 
 DOCS = ROOT / "docs"
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "research" / "results"
 HISTORY = DOCS / "history.md"
 PAGES = sorted(p for p in DOCS.glob("*.md") if p != HISTORY)
 
@@ -433,12 +433,12 @@ def digest(path: Path) -> str:
 
 
 def test_docs_results_hold_relative_links_into_benchmarks_results_only():
-    folder = DOCS / "benchmarks" / "results"
+    folder = DOCS / "research" / "results"
     entries = [p for p in folder.rglob("*") if p.is_symlink() or p.is_file()]
-    assert entries, "the pages' result images are linked under docs/benchmarks/results/"
+    assert entries, "the pages' result images are linked under docs/research/results/"
     for path in entries:
         name = path.relative_to(ROOT)
-        assert path.is_symlink(), f"{name} is a copy: replace it by a relative link into benchmarks/results/"
+        assert path.is_symlink(), f"{name} is a copy: replace it by a relative link into research/results/"
         target = os.readlink(path)
         assert not os.path.isabs(target), f"{name} -> {target}: an absolute link breaks in another checkout"
         resolved = path.resolve()
@@ -462,5 +462,5 @@ def test_every_image_a_page_shows_is_a_result_file_linked_once():
         for image in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page.read_text()):
             path = DOCS / image
             assert path.is_file(), f"{page.name}: {image} does not exist"
-            if image.startswith("benchmarks/results/"):
+            if image.startswith("research/results/"):
                 assert path.is_symlink(), f"{page.name}: {image} is a copy, not a link to the result"

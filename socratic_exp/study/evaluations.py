@@ -2,7 +2,7 @@
 status, steps, final accuracy and training seconds, every held-out evaluation, and the run's config hash, student,
 commit and sweep command). ``write_scoreboard`` writes the file beside the scoreboard, and
 ``python -m socratic_exp.report <file> --scoreboard`` rebuilds the scoreboard from it alone, to the digit: the file
-is what a sweep ships under ``benchmarks/results/`` instead of its run folders.
+is what a sweep ships under ``research/results/`` instead of its run folders.
 """
 
 from __future__ import annotations
