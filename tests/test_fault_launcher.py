@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import assert_refused
 
-from socratic_exp.multirun import launcher
+from socratic_exp.multirun.settings import LauncherSettingError
+from socratic_exp.multirun.slurm import task_cpus
 
 pytestmark = pytest.mark.fault
 
@@ -130,8 +131,8 @@ def test_a_slurm_task_names_a_bad_cpu_count_of_its_environment(monkeypatch, envi
         monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(launcher.LauncherSettingError) as raised:
-        launcher.task_cpus()
+    with pytest.raises(LauncherSettingError) as raised:
+        task_cpus()
     assert str(raised.value).startswith(message) and "(fix: " in str(raised.value)
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "6")
-    assert launcher.task_cpus() == 6
+    assert task_cpus() == 6

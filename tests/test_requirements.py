@@ -143,7 +143,8 @@ def test_vllm_server_mode_needs_a_server_that_answers():
 
 
 def test_a_deepspeed_launch_needs_deepspeed(monkeypatch):
-    from socratic_exp.multirun.launcher import LauncherSettingError, check_installed, process_launch
+    from socratic_exp.multirun.processes import check_installed, process_launch
+    from socratic_exp.multirun.settings import LauncherSettingError
 
     monkeypatch.setattr(importlib.util, "find_spec", missing("deepspeed"))
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what accelerate launch sets under a DeepSpeed profile

@@ -203,17 +203,17 @@ def test_a_job_composed_through_the_environment_gets_the_same_config(monkeypatch
 
 def test_the_local_launchers_job_files_hold_no_secret_and_the_job_gets_it(run_in_process, monkeypatch):
     """What the launcher writes to each job's file (its pickled payload) and what it hands the job's process."""
-    from socratic_exp.multirun import launcher
+    from socratic_exp.multirun import local
 
     canary = "hf_canary_job_file_1234567890"
     handed: list[tuple[bytes, dict[str, str]]] = []
-    start = launcher.run_job_processes
+    start = local.run_job_processes
 
     def recording(payload, environment, *args):
         handed.append((payload, environment))
         return start(payload, environment, *args)
 
-    monkeypatch.setattr(launcher, "run_job_processes", recording)
+    monkeypatch.setattr(local, "run_job_processes", recording)
     proc, outputs = run_in_process(
         "-m", "seed=0", f"+algorithm.trl_args.hub_token={canary}", "dry_run=true", "logger=none",
         f"+hydra.job.env_set.SX_CANARY_KEY={canary}x",

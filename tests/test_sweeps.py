@@ -19,8 +19,9 @@ from conftest import ROOT, compose
 
 from socratic_exp.core.config import _sweep_dir
 from socratic_exp.core.run_folder import read_summary
-from socratic_exp.multirun import launcher
 from socratic_exp.multirun.grid import job_overrides
+from socratic_exp.multirun.job_folders import SweepFolderConflict, check_sweep_folder
+from socratic_exp.multirun.local import gpu_slots, threads_per_job, visible_gpus
 from socratic_exp.runtime.assembly import build_components
 
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -49,26 +50,26 @@ def test_every_experiment_overlay_is_in_the_readme_index():
 
 
 def test_gpu_slots_threads_and_visible_gpus(monkeypatch):
-    assert launcher.gpu_slots(["0", "1", "2", "3", "4"], 2) == ["0,1", "2,3"]
-    assert launcher.gpu_slots(["0", "1"], 0) == [] and launcher.gpu_slots([], 1) == []
+    assert gpu_slots(["0", "1", "2", "3", "4"], 2) == ["0,1", "2,3"]
+    assert gpu_slots(["0", "1"], 0) == [] and gpu_slots([], 1) == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
-    assert launcher.visible_gpus() == ["3", "5"]
+    assert visible_gpus() == ["3", "5"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert launcher.visible_gpus() == []
+    assert visible_gpus() == []
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    assert launcher.threads_per_job(2, None) == 4 and launcher.threads_per_job(16, None) == 1
-    assert launcher.threads_per_job(2, 3) == 3
+    assert threads_per_job(2, None) == 4 and threads_per_job(16, None) == 1
+    assert threads_per_job(2, 3) == 3
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert launcher.threads_per_job(2, None) == 1
+    assert threads_per_job(2, None) == 1
 
 
 def test_a_sweep_folder_of_another_grid_is_refused(tmp_path):
     (tmp_path / "1" / ".hydra").mkdir(parents=True)
     (tmp_path / "1" / ".hydra" / "overrides.yaml").write_text("- seed=1\n- algorithm.beta=0.1\n")
-    launcher.check_sweep_folder(tmp_path, [["seed=0"], ["algorithm.beta=0.1", "seed=1", "resume=auto"]], 0)
-    with pytest.raises(launcher.SweepFolderConflict, match=r"/1 was launched with algorithm.beta=0.1 seed=1"):
-        launcher.check_sweep_folder(tmp_path, [["seed=0"], ["seed=1"]], 0)
+    check_sweep_folder(tmp_path, [["seed=0"], ["algorithm.beta=0.1", "seed=1", "resume=auto"]], 0)
+    with pytest.raises(SweepFolderConflict, match=r"/1 was launched with algorithm.beta=0.1 seed=1"):
+        check_sweep_folder(tmp_path, [["seed=0"], ["seed=1"]], 0)
 
 
 def test_resume_names_the_sweep_folder_or_finds_the_latest_with_the_same_overrides(tmp_path, monkeypatch):
@@ -141,7 +142,7 @@ def test_a_job_is_interrupted_when_its_sweep_process_is_killed(tmp_path):
     # a "sweep" process starts a "job" that watches it, then the sweep is SIGKILLed (no handler can run in it)
     job = textwrap.dedent(f"""
         import os, sys, time
-        from socratic_exp.multirun.launcher import interrupt_when_orphaned
+        from socratic_exp.multirun.orphans import interrupt_when_orphaned
         interrupt_when_orphaned(os.getppid(), poll_seconds=0.05)
         print("ready", flush=True)
         try:

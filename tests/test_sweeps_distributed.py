@@ -18,7 +18,10 @@ import yaml
 from conftest import ROOT
 
 from socratic_exp.core.run_folder import read_metrics, read_summary
-from socratic_exp.multirun import launcher
+from socratic_exp.multirun import local
+from socratic_exp.multirun.processes import FreePorts, ProcessLaunch, process_launch
+from socratic_exp.multirun.settings import LauncherSettingError
+from socratic_exp.multirun.slurm import check_submitit_job
 
 # 2 optimizer steps (a checkpoint at step 2), a 16-question evaluation before and after: the shortest real run
 SHORT_JOB = (
@@ -48,31 +51,31 @@ SHORT_JOB = (
     ],
 )
 def test_a_bad_setting_is_one_line_naming_the_key_and_the_fix(processes, accelerate_config, gpus, message):
-    with pytest.raises(launcher.LauncherSettingError) as raised:
-        launcher.process_launch(processes, accelerate_config, gpus)
+    with pytest.raises(LauncherSettingError) as raised:
+        process_launch(processes, accelerate_config, gpus)
     text = str(raised.value)
     assert text.startswith(message) and "(fix: " in text and "\n" not in text
 
 
 def test_the_settings_choose_the_launch_tool_and_its_command(tmp_path, monkeypatch):
-    assert not launcher.process_launch(1, None).distributed
-    assert launcher.process_launch(2, None, 0) == launcher.ProcessLaunch(2)  # 0 GPUs per job: all left visible
+    assert not process_launch(1, None).distributed
+    assert process_launch(2, None, 0) == ProcessLaunch(2)  # 0 GPUs per job: all left visible
     job, results = tmp_path / "job.pkl", tmp_path / "results"
-    torchrun = launcher.process_launch(2, None).command(job, results, port=29123, threads=3)
+    torchrun = process_launch(2, None).command(job, results, port=29123, threads=3)
     assert torchrun[1:3] == ["-m", "torch.distributed.run"]
     assert torchrun[torchrun.index("--nproc_per_node") + 1] == "2"
     assert torchrun[torchrun.index("--master_port") + 1] == "29123"
-    assert torchrun[-4:] == ["-m", "socratic_exp.multirun.launcher", str(job), str(results)]
+    assert torchrun[-4:] == ["-m", "socratic_exp.multirun.processes", str(job), str(results)]
     # a profile of launch/accelerate/ is found from any working folder (the checkout's), and launches with accelerate
     monkeypatch.chdir(tmp_path)
-    how = launcher.process_launch(4, "launch/accelerate/zero2.yaml")
+    how = process_launch(4, "launch/accelerate/zero2.yaml")
     assert how.accelerate_config == ROOT / "launch" / "accelerate" / "zero2.yaml" and how.tool == "accelerate launch"
     command = how.command(job, results, port=29124, threads=2)
     assert command[1:4] == ["-m", "accelerate.commands.accelerate_cli", "launch"]
     for flag, value in (("--config_file", str(how.accelerate_config)), ("--num_processes", "4"),
                         ("--main_process_port", "29124"), ("--num_cpu_threads_per_process", "2")):  # fmt: skip
         assert command[command.index(flag) + 1] == value
-    ports = launcher.FreePorts()
+    ports = FreePorts()
     assert len({ports.take() for _ in range(20)}) == 20  # parallel jobs never share a rendezvous port
 
 
@@ -117,14 +120,14 @@ def test_the_slurm_launcher_makes_each_job_a_launch_on_its_node(tmp_path):
     assert (settings.processes_per_job, settings.gpus_per_node, settings.tasks_per_node, settings.nodes) == (8, 8, 1, 1)
     assert settings.max_num_timeout == 3 and settings.partition is None  # the plugin's keys are all still there
     params = {key: settings[key] for key in ("nodes", "tasks_per_node", "gpus_per_node")}
-    how = launcher.check_submitit_job(8, settings.accelerate_config, params)
-    assert how == launcher.ProcessLaunch(8, ROOT / "launch" / "accelerate" / "zero3.yaml")
+    how = check_submitit_job(8, settings.accelerate_config, params)
+    assert how == ProcessLaunch(8, ROOT / "launch" / "accelerate" / "zero3.yaml")
     refusals = (("tasks_per_node", 8, "hydra.launcher.tasks_per_node=8: a job of 8 processes runs as one SLURM task"),
                 ("nodes", 2, "hydra.launcher.nodes=2: "),
                 ("gpus_per_node", 4, "hydra.launcher.gpus_per_node=4: each of a job's 8 processes"))  # fmt: skip
     for key, value, message in refusals:
-        with pytest.raises(launcher.LauncherSettingError, match=re.escape(message)):
-            launcher.check_submitit_job(8, None, {**params, key: value})
+        with pytest.raises(LauncherSettingError, match=re.escape(message)):
+            check_submitit_job(8, None, {**params, key: value})
     # the command line: shown as composed, and refused in one line before anything is submitted
     shown = subprocess.run(
         [sys.executable, "-m", "socratic_exp", *overrides, "--cfg", "hydra", "--package", "hydra.launcher"],
@@ -173,7 +176,7 @@ def test_a_rank_is_interrupted_when_the_sweep_dies_though_its_launch_tool_lives_
     marker = tmp_path / "interrupted"
     rank = textwrap.dedent(f"""
         import os, time
-        from socratic_exp.multirun.launcher import interrupt_when_orphaned
+        from socratic_exp.multirun.orphans import interrupt_when_orphaned
         interrupt_when_orphaned(os.getppid(), poll_seconds=0.05, launcher=int(os.environ["SWEEP"]))
         try:
             print("ready", flush=True)  # inside the try: an interrupt right after it still reaches the handler
@@ -203,14 +206,14 @@ def test_a_rank_is_interrupted_when_the_sweep_dies_though_its_launch_tool_lives_
 def _recording_returns(monkeypatch) -> list:
     """The JobReturns that the launcher hands to Hydra's sweeper (what a sweeper optimising the objective reads)."""
     returned: list = []
-    original = launcher.launch
+    original = local.launch
 
     def recording(*args, **kwargs):
         results = original(*args, **kwargs)
         returned.append([result.return_value for result in results])
         return results
 
-    monkeypatch.setattr(launcher, "launch", recording)
+    monkeypatch.setattr(local, "launch", recording)
     return returned
 
 

@@ -1,5 +1,5 @@
 """``hydra/launcher=local``: Hydra finds launcher plugins only in the ``hydra_plugins`` namespace, so the class lives
-here; the work is in ``socratic_exp.multirun.launcher``."""
+here; the work is in ``socratic_exp.multirun.local``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 class LocalLauncher(Launcher):
     """joblib-scheduled jobs, each in its own fresh process or multi-process launch
-    (``socratic_exp.multirun.launcher``)."""
+    (``socratic_exp.multirun.local``)."""
 
     def __init__(
         self,
@@ -41,7 +41,7 @@ class LocalLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from socratic_exp.multirun.launcher import launch
+        from socratic_exp.multirun.local import launch
 
         result: Any = launch(self, job_overrides, initial_job_idx)
         return result

@@ -2,7 +2,7 @@
 
 A SLURM task of the plugin runs its job in the task's own process. With ``processes_per_job`` > 1 (or an
 ``accelerate_config``) the task instead starts the job as a single-machine ``torchrun`` / ``accelerate launch`` over
-the GPUs SLURM gave it, as the local launcher does (``socratic_exp.multirun.launcher.run_job_processes``), and returns
+the GPUs SLURM gave it, as the local launcher does (``socratic_exp.multirun.processes.run_job_processes``), and returns
 rank 0's result: one SLURM task per job, the launch tool making the ranks. ``tasks_per_node`` ranks made by SLURM itself
 would need every rank's ``RANK`` / ``MASTER_ADDR`` exported from SLURM's variables before accelerate reads them, and
 would get DDP only, where ``accelerate launch`` also configures DeepSpeed and FSDP from a profile.
@@ -43,14 +43,11 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
             """Check the settings in the submitting process (one line and exit 2, nothing submitted), then submit
             the jobs without the command line's secrets in what submitit pickles (they reach the jobs through their
-            environment: ``socratic_exp.multirun.launcher.submitted_without_secrets``)."""
+            environment: ``socratic_exp.multirun.job_secrets.submitted_without_secrets``)."""
             from socratic_exp.core.secrets import scrub_hydra_files
-            from socratic_exp.multirun.launcher import (
-                LauncherSettingError,
-                check_submitit_job,
-                submitted_without_secrets,
-                sweep_secrets,
-            )
+            from socratic_exp.multirun.job_secrets import submitted_without_secrets, sweep_secrets
+            from socratic_exp.multirun.settings import LauncherSettingError
+            from socratic_exp.multirun.slurm import check_submitit_job
 
             # multirun.yaml holds the command line: scrubbed now, not at the sweep's end (SLURM jobs can take days)
             scrub_hydra_files(Path(str(self.config.hydra.sweep.dir)), sweep_secrets(self.config, job_overrides))
@@ -72,7 +69,7 @@ if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
             protect_console([])
             if self.process_launch is None or not self.process_launch.distributed:
                 return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
-            from socratic_exp.multirun.launcher import run_submitted_job
+            from socratic_exp.multirun.slurm import run_submitted_job
 
             return run_submitted_job(self, self.process_launch, sweep_overrides, job_num, singleton_state)
 
