@@ -387,6 +387,37 @@ def test_scoreboard_intervals_verdicts_and_files(sweep, tmp_path):
     assert "+0.030 [+0.010, +0.050]" in markdown and "**not run (goldilocks missing)**" in markdown
 
 
+def test_the_entropy_row_says_on_how_many_students_it_holds_by_construction(sweep, tmp_path, capsys):
+    """The 80/20 claim holds before any run on a student whose bottom 80% of tokens carry under 2% of GRPO's
+    gradient norm: the row counts those students among its paired seeds (0-4), from their premise figures."""
+    premises = {
+        "overrides": [],
+        "figures": {
+            "0": {"entropy/bottom80_gradient_share": 0.011},
+            "1": {"entropy/bottom80_gradient_share": 0.035},
+            "2": {"entropy/bottom80_gradient_share": 0.004},
+            "3": {"entropy/other": 1.0},
+            "9": {"entropy/bottom80_gradient_share": 0.5},
+        },
+    }  # fmt: skip  (seed 3: no figure; seed 9: not in the sweep)
+    path = tmp_path / "premises.json"
+    path.write_text(json.dumps(premises))
+    assert report.main([str(sweep), "--scoreboard", "--premises", str(path), "--out", str(tmp_path / "b")]) == 0
+    table = {r["claim"]: r for r in csv.DictReader((tmp_path / "b" / "scoreboard.csv").open())}
+    assert table["entropy_top>=grpo"]["by_construction"] == (
+        "2 of 3 students: entropy/bottom80_gradient_share 0.004-0.035 (below 0.02: the bottom 80% carry almost none "
+        "of GRPO's gradient: the top 20% alone are GRPO's update)"
+    )
+    assert table["socraticpo>grpo"]["by_construction"] == "-"  # no such check
+    board = write_scoreboard(find_runs([sweep]), tmp_path / "c")  # without the figures
+    assert {r.claim.id: r.construction for r in board.rows}["entropy_top>=grpo"] == "not measured"
+    capsys.readouterr()
+    path.write_text('{"figures": [1, 2]}')
+    assert report.main([str(sweep), "--scoreboard", "--premises", str(path), "--out", str(tmp_path / "d")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {path}: not a readable premises file (") and error.count("\n") == 1
+
+
 def test_the_arms_table_gives_accuracy_by_step_and_when_each_run_collapsed(tmp_path):
     """VPD's "delays SDPO's collapse": a run collapses at its first evaluation 10 points or more below step 0."""
     from socratic_exp.study.evidence import Arms, arm_rows, collapse_step

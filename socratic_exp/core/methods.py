@@ -28,6 +28,21 @@ Figures = list[tuple[str, Path | None]]  # (title, the plot drawn, or None where
 
 
 @dataclasses.dataclass(frozen=True)
+class Construction:
+    """When a student makes a claim hold before any run: its premise figure ``key`` below ``below`` (measured by
+    ``python -m socratic_exp.study.premises`` on each student the scoreboard's seeds train)."""
+
+    key: str
+    below: float
+    why: str
+
+    def holds(self, figures: Mapping[str, float]) -> bool | None:
+        """Whether it holds on a student's figures (None where they lack the figure)."""
+        value = figures.get(self.key)
+        return None if value is None else value < self.below
+
+
+@dataclasses.dataclass(frozen=True)
 class Claim:
     """A paper's claim as a comparison of two arms of the evidence sweep (``conf/evidence_arm/<arm>.yaml``)."""
 
@@ -44,6 +59,7 @@ class Claim:
     # and in every other key named (by its last part) in ``differences`` (tests/test_evidence.py checks both)
     changes: tuple[str, ...] = ()
     differences: str = ""  # every setting in which the arms differ besides the one the claim is about, if any
+    by_construction: Construction | None = None  # what, on a student, makes the claim hold before any run
 
     @property
     def margin_name(self) -> str:

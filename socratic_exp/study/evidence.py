@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -285,6 +285,8 @@ class Row:
     notes: str = ""
     tests: list[OneSidedTest] = field(default_factory=list)  # the verdicts' one-sided tests at equal rollouts
     family: int = 0  # the hypotheses of the Holm family this row was judged in (``judge``)
+    seeds: tuple[int, ...] = ()  # the paired seeds
+    construction: str = "-"  # whether the claim holds by construction on those seeds' students (``construction``)
 
     @property
     def verdict(self) -> str:
@@ -340,13 +342,14 @@ def score(claim: Claim, arms: Arms) -> Row:
     if missing:
         return Row(claim, f"not run ({', '.join(missing)} missing)")
     a_runs, b_runs = arms.runs[claim.a], arms.runs[claim.b]
-    pairs, a_values, b_values, timed, tokened, notes, capped = [], [], [], [], [], [], 0
+    pairs, a_values, b_values, timed, tokened, notes, capped, seeds = [], [], [], [], [], [], 0, []
     for seed in sorted(set(a_runs) & set(b_runs)):
         a, b = a_runs[seed], b_runs[seed]
         a_value, step = a.value(METRIC), final_step(a)
         b_eval = at_step(b, step)
         if a_value is None or b_eval is None:
             continue
+        seeds.append(seed)
         if b_eval["step"] != step:
             notes.append(f"seed {seed}: {claim.b} has no evaluation at step {step} (step {b_eval['step']} used)")
         pairs.append(a_value - b_eval[METRIC])
@@ -378,7 +381,39 @@ def score(claim: Claim, arms: Arms) -> Row:
         capped,
         "; ".join(notes),
         tests=one_sided_tests(rollouts, claim.kind, claim.margin),
+        seeds=tuple(seeds),
     )
+
+
+Premises = Mapping[int, Mapping[str, float]]  # seed -> the premise figures of the student that seed trained
+
+
+def construction(row: Row, premises: Premises | None) -> str:
+    """Whether the row's claim holds by construction on the students of its seeds (``Claim.by_construction``): on
+    how many, with the figure's range; "-" for a claim without such a check, "not measured" without the figures."""
+    check = row.claim.by_construction
+    if check is None:
+        return "-"
+    values = [premises[seed][check.key] for seed in row.seeds if check.key in (premises or {}).get(seed, {})]
+    if not values:
+        return "not measured"
+    held = sum(check.holds({check.key: value}) for value in values)
+    return (
+        f"{held} of {len(values)} students: {check.key} {min(values):.3f}-{max(values):.3f} (below "
+        f"{check.below:g}: {check.why})"
+    )
+
+
+def read_premises(path: Path) -> dict[int, dict[str, float]]:
+    """The premise figures per seed of ``research/premises_students.py``'s file (``{"figures": {seed: {...}}}``)."""
+    import json
+
+    try:
+        figures = json.loads(path.read_text(encoding="utf-8"))["figures"]
+        return {int(seed): {str(k): float(v) for k, v in values.items()} for seed, values in figures.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError(f"{path}: not a readable premises file ({err.__class__.__name__}: {err})",
+                        "point --premises at a file research/premises_students.py wrote") from None  # fmt: skip
 
 
 def judge(rows: Sequence[Row]) -> None:
@@ -452,7 +487,8 @@ def csv_row(row: Row) -> dict[str, Any]:
     record |= {"holm_family": row.family, "detectable_effect": raw, "detectable_effect_holm": strictest,
                "knife_edge": row.knife_edge}  # fmt: skip
     record |= {"verdict": row.verdict, "verdict_holm": row.holm_verdict, "verdict_equal_time": row.time_verdict,
-               "verdict_equal_tokens": row.tokens_verdict, "notes": row.notes}  # fmt: skip
+               "verdict_equal_tokens": row.tokens_verdict, "by_construction": row.construction,
+               "notes": row.notes}  # fmt: skip
     return record
 
 
@@ -518,6 +554,29 @@ def _elsewhere_text(claims_left_out: Sequence[Claim]) -> str:
     return f"Not in this sweep (an arm of theirs has no run here): {names}.\n\n"
 
 
+READING = (  # how the scoreboard is read, above its table
+    f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
+    "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
+    f"training time (`{TIME}`, evaluations excluded) is at most A's. Equal tokens: GRPO's last evaluation whose "
+    f"tokens generated and read in training (`{TOKENS}`, a measure of compute the machine's load does not change; "
+    "'-' where the runs did not record it) are at most A's. Verdict (fixed in advance), with each "
+    f"claim's margin (its paper's effect where it reports one, else {MARGIN}; `margin` in scoreboard.csv): a "
+    "claim that A beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is below "
+    "the margin (an effect that size is excluded), inconclusive otherwise; a claim that A does no worse (>=) is "
+    "reproduced when the lower bound is above minus the margin, not reproduced when the upper bound is < 0; a "
+    "claim that A is behind B (<) is the mirror of 'beats'. Each verdict is a one-sided test of its own "
+    "hypothesis (the effect above the floor for 'reproduced', below the ceiling for 'not reproduced'; the raw "
+    "interval's bounds are these tests at one-sided level 0.025). Holm: the family is every hypothesis this "
+    f"scoreboard tests (two per measured claim); ranked by raw p, the k-th of m is rejected at {ALPHA} / "
+    "(m - k + 1), so that the Holm verdicts together keep a 5% family-wise error rate; a claim whose hypotheses "
+    "Holm rejects neither is inconclusive. Detectable: the smallest effect a one-sided test finds with 80% power "
+    "on these seeds, raw and at Holm's strictest level (0.05 / m); a row whose raw bound is within "
+    f"{KNIFE_EDGE * 100:.1f} points of its threshold is marked knife-edge. Holds by construction: for a claim "
+    "that a student can make true before any run, on how many of the paired seeds' students it does, from their "
+    "premise figures ('not measured' without them; '-': a claim without such a check).\n\n"
+)
+
+
 def scoreboard_markdown(
     rows: Sequence[Row],
     arm_table: Sequence[dict[str, Any]],
@@ -529,13 +588,14 @@ def scoreboard_markdown(
     header = ["claim", "source", "A vs B", "n", "A", "B", "A - B, equal rollouts [95% CI]", "verdict",
               "one-sided p, raw -> Holm (effect >floor; <ceiling)", "verdict (Holm)",
               "detectable with 80% power: raw / Holm-strictest (margin)", "A - B, equal time [95% CI]",
-              "verdict (time)", "A - B, equal tokens [95% CI]", "verdict (tokens)", "notes"]  # fmt: skip
+              "verdict (time)", "A - B, equal tokens [95% CI]", "verdict (tokens)", "holds by construction",
+              "notes"]  # fmt: skip
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {SIGNS[r.claim.kind]} {r.claim.b}",
          r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
          f"**{r.verdict}**" + (" (knife-edge)" if r.knife_edge else ""), _tests_text(r), r.holm_verdict,
          _detectable_text(r), _interval_text(r.time), r.time_verdict, _interval_text(r.tokens), r.tokens_verdict,
-         "; ".join(filter(None, [f"also differs: {r.claim.differences}" if r.claim.differences else "",
+         r.construction, "; ".join(filter(None, [f"also differs: {r.claim.differences}" if r.claim.differences else "",
                                  r.notes])).replace("|", "/")]
         for r in rows
     ]  # fmt: skip
@@ -554,23 +614,7 @@ def scoreboard_markdown(
         f"# Evidence scoreboard\n\nRuns from: {source}\n\nSweep: {sweeps}\n\nCode: "
         f"{', '.join(commits) or 'not recorded'} (the runs' `git_commit`; each run's composed config is in its "
         "`summary.json`)\n\n"
-        f"Metric: final `{METRIC}`; A - B is the mean over seeds of the paired difference (same seed), with its 95% "
-        "t-interval. Equal rollouts: B's evaluation at A's final step. Equal time: GRPO's last evaluation whose "
-        f"training time (`{TIME}`, evaluations excluded) is at most A's. Equal tokens: GRPO's last evaluation whose "
-        f"tokens generated and read in training (`{TOKENS}`, a measure of compute the machine's load does not change; "
-        "'-' where the runs did not record it) are at most A's. Verdict (fixed in advance), with each "
-        f"claim's margin (its paper's effect where it reports one, else {MARGIN}; `margin` in scoreboard.csv): a "
-        "claim that A beats B is reproduced when the lower bound is > 0, not reproduced when the upper bound is below "
-        "the margin (an effect that size is excluded), inconclusive otherwise; a claim that A does no worse (>=) is "
-        "reproduced when the lower bound is above minus the margin, not reproduced when the upper bound is < 0; a "
-        "claim that A is behind B (<) is the mirror of 'beats'. Each verdict is a one-sided test of its own "
-        "hypothesis (the effect above the floor for 'reproduced', below the ceiling for 'not reproduced'; the raw "
-        "interval's bounds are these tests at one-sided level 0.025). Holm: the family is every hypothesis this "
-        f"scoreboard tests (two per measured claim); ranked by raw p, the k-th of m is rejected at {ALPHA} / "
-        "(m - k + 1), so that the Holm verdicts together keep a 5% family-wise error rate; a claim whose hypotheses "
-        "Holm rejects neither is inconclusive. Detectable: the smallest effect a one-sided test finds with 80% power "
-        "on these seeds, raw and at Holm's strictest level (0.05 / m); a row whose raw bound is within "
-        f"{KNIFE_EDGE * 100:.1f} points of its threshold is marked knife-edge.\n\n"
+        f"{READING}"
         f"{markdown_table(header, table)}\n\n{_elsewhere_text(elsewhere)}"
         f"## Arms\n\nFinal accuracy at each arm's own last step ({BASELINE}: "
         f"its longer run); wall time: training (final `{TIME}`) and the whole job (`wall_time_s`: loading and "
@@ -634,8 +678,10 @@ class Scoreboard:
     files: list[Path]
 
 
-def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim] | None = None) -> Scoreboard:
-    """Score every claim (or those ``scored``) on ``runs`` and write the scoreboard's files into ``out_dir``."""
+def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim] | None = None,
+                     premises: Premises | None = None) -> Scoreboard:  # fmt: skip
+    """Score every claim (or those ``scored``) on ``runs`` and write the scoreboard's files into ``out_dir``;
+    ``premises``: each seed's student's premise figures, for the claims that can hold by construction."""
     arms = Arms.of(runs)
     chosen = claims() if scored is None else scored
     # a claim whose arm the sweep never ran is another sweep's (e.g. the sparse regime's few arms); an arm whose
@@ -649,6 +695,8 @@ def write_scoreboard(runs: Sequence[Run], out_dir: Path, scored: Sequence[Claim]
             "point it at the folder of a +sweep=evidence or +sweep=evidence_sparse launch",
         )
     judge(rows)
+    for row in rows:
+        row.construction = construction(row, premises)
     arm_table = arm_rows(arms)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = ", ".join(sorted({str(run.path.parent) for run in runs})) or "(no runs)"

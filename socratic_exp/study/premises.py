@@ -90,34 +90,65 @@ class Bench:
         """(log-probabilities, entropies) of each completion's tokens, teacher-forced after its prompt."""
         import torch
 
+        out: list[tuple[Any, Any]] = []
+        self.student.model.eval()
+        for start in range(0, len(prompts), batch):
+            with torch.inference_mode():
+                logp, spans, targets = self._teacher_forced(prompts[start : start + batch],
+                                                            completions[start : start + batch])  # fmt: skip
+            entropy = -(logp.exp() * logp).sum(-1)
+            for row, (positions, target) in enumerate(zip(spans, targets, strict=True)):
+                out.append((logp[row, positions, target].cpu(), entropy[row, positions].cpu()))
+        return out
+
+    def logp_gradient(self, prompts: Sequence[Any], completions: Sequence[str], weights: Sequence[Any],
+                      batch: int = 64) -> Any:  # fmt: skip
+        """The gradient over the student's parameters, flattened, of the sum over completions and their tokens of
+        ``weights[i][t] * log p(token t of completion i)``, teacher-forced as ``token_stats``: a policy gradient
+        when the weights are advantages, restricted to the tokens whose weight is not zero."""
+        import torch
+
+        model = self.student.model
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        total = [torch.zeros_like(p) for p in parameters]
+        model.eval()  # no dropout: the same function token_stats reads
+        for start in range(0, len(prompts), batch):
+            logp, spans, targets = self._teacher_forced(prompts[start : start + batch],
+                                                        completions[start : start + batch])  # fmt: skip
+            rows = zip(spans, targets, weights[start : start + batch], strict=True)
+            objective = sum(
+                (logp[row, positions, target] * torch.as_tensor(weight, device=logp.device)).sum()
+                for row, (positions, target, weight) in enumerate(rows)
+            )
+            for into, grad in zip(total, torch.autograd.grad(objective, parameters, allow_unused=True), strict=True):
+                if grad is not None:
+                    into += grad
+        return torch.cat([g.flatten() for g in total])
+
+    def _teacher_forced(self, prompts: Sequence[Any], completions: Sequence[str]) -> tuple[Any, list[Any], list[Any]]:
+        """The log-softmax over one padded batch of prompt + completion, each row's completion positions (the
+        logits that predict its tokens) and its tokens."""
+        import torch
+
         from socratic_exp.models.generation import as_model_input
 
         tokenizer, model = self.student.tokenizer, self.student.model
         instruction = self.c.task.instruction()
-        out: list[tuple[Any, Any]] = []
-        model.eval()
-        for start in range(0, len(prompts), batch):
-            pairs = []
-            for prompt, completion in zip(prompts[start : start + batch], completions[start : start + batch],
-                                          strict=True):  # fmt: skip
-                context = tokenizer(as_model_input(self.student, prompt, instruction), add_special_tokens=False)
-                answer = tokenizer(completion, add_special_tokens=False)
-                pairs.append((context["input_ids"], answer["input_ids"]))
-            width = max(len(p) + len(a) for p, a in pairs)
-            ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
-            mask = torch.zeros((len(pairs), width), dtype=torch.long)
-            for row, (p, a) in enumerate(pairs):  # right padding: positions stay those of an unpadded input
-                ids[row, : len(p) + len(a)] = torch.tensor(p + a)
-                mask[row, : len(p) + len(a)] = 1
-            with torch.inference_mode():
-                logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits.float()
-            logp = torch.log_softmax(logits, dim=-1)
-            entropy = -(logp.exp() * logp).sum(-1)
-            for row, (p, a) in enumerate(pairs):
-                positions = torch.arange(len(p) - 1, len(p) + len(a) - 1)
-                targets = torch.tensor(a, device=logp.device)
-                out.append((logp[row, positions, targets].cpu(), entropy[row, positions].cpu()))
-        return out
+        pairs = []
+        for prompt, completion in zip(prompts, completions, strict=True):
+            context = tokenizer(as_model_input(self.student, prompt, instruction), add_special_tokens=False)
+            answer = tokenizer(completion, add_special_tokens=False)
+            pairs.append((context["input_ids"], answer["input_ids"]))
+        width = max(len(p) + len(a) for p, a in pairs)
+        ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
+        mask = torch.zeros((len(pairs), width), dtype=torch.long)
+        for row, (p, a) in enumerate(pairs):  # right padding: positions stay those of an unpadded input
+            ids[row, : len(p) + len(a)] = torch.tensor(p + a)
+            mask[row, : len(p) + len(a)] = 1
+        logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits.float()
+        spans = [torch.arange(len(p) - 1, len(p) + len(a) - 1) for p, a in pairs]
+        targets = [torch.tensor(a, device=logits.device) for _, a in pairs]
+        return torch.log_softmax(logits, dim=-1), spans, targets
 
     def prompt_features(self, prompts: Sequence[str], batch: int = 128) -> Any:
         """The student's mean last hidden state over each prompt (what ``sampler.features=student`` reads)."""

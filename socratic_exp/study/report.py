@@ -1,6 +1,7 @@
 """Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``; one run folder: its own page.
 
-``--scoreboard``: the evidence sweep's claims, one row each (``socratic_exp.study.evidence``).
+``--scoreboard``: the evidence sweep's claims, one row each (``socratic_exp.study.evidence``). ``--rates``: each
+evidence arm's learning rate, chosen on the selection sweep (``socratic_exp.study.rates``).
 
 A single run folder gets ``report.md`` and PNGs in that folder (``write_run_report``): the before/after table,
 learning curves, the method's own telemetry (picked by the metric names it logged) and sample completions with
@@ -431,7 +432,7 @@ def publish_wandb(runs: Sequence[Run], built: Any) -> str:
     return f"W&B report: {built.url}{note}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m socratic_exp.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", type=Path, help="a sweep folder, run folders, or folders holding them")
     parser.add_argument("--metrics", help="comma-separated final metrics (default: the objective, its gain, the "
@@ -445,15 +446,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--title", help="the W&B report's title")
     parser.add_argument("--scoreboard", action="store_true", help="the evidence sweep's scoreboard instead "
                         "(sweeps/evidence.yaml: each claim, paired by seed; socratic_exp.study.evidence)")  # fmt: skip
-    args = parser.parse_args(argv)
+    parser.add_argument("--premises", type=Path, help="with --scoreboard: each seed's student's premise figures "
+                        "(research/premises_students.py's file), for claims that can hold by construction")  # fmt: skip
+    parser.add_argument("--rates", action="store_true", help="each evidence arm's learning rate, chosen on the "
+                        "selection sweep by its fixed rule (sweeps/evidence_rates_selection.yaml; "
+                        "socratic_exp.study.rates)")  # fmt: skip
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
 
     started = time.perf_counter()
     missing = [str(p) for p in args.paths if not p.exists()]
     if missing:
         print(f"error: not found: {' '.join(missing)}", file=sys.stderr)
         return 2
+    if args.rates:
+        return _rates(args.paths, args.out, started)
     if args.scoreboard and all(path.is_file() for path in args.paths):  # a sweep's evaluations file(s)
-        return _scoreboard_from_files(args.paths, args.out, started)
+        return _scoreboard_from_files(args.paths, args.out, started, args.premises)
     runs = find_runs(args.paths)
     for run in runs:
         if run.summary.get("status") == DAMAGED:  # reported, counted as not completed; the others go on
@@ -462,7 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: no run folders (summary.json) in {' '.join(map(str, args.paths))}", file=sys.stderr)
         return 2
     if args.scoreboard:
-        return _scoreboard(runs, args.out or (args.paths[0] if len(args.paths) == 1 else Path("report")), started)
+        out = args.out or (args.paths[0] if len(args.paths) == 1 else Path("report"))
+        return _scoreboard(runs, out, started, args.premises)
     if len(args.paths) == 1 and (args.paths[0] / "summary.json").is_file() and not args.wandb:
         files = write_run_report(runs[0], args.out)
         print(f"{runs[0].path}: {runs[0].status}\n\n{before_after_table(runs[0].summary)}")
@@ -487,11 +500,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _scoreboard(runs: list[Run], out: Path, started: float) -> int:
-    from socratic_exp.study.evidence import write_scoreboard
+def _scoreboard(runs: list[Run], out: Path, started: float, premises: Path | None = None) -> int:
+    from socratic_exp.study.evidence import read_premises, write_scoreboard
 
     try:
-        board = write_scoreboard(runs, out)
+        board = write_scoreboard(runs, out, premises=read_premises(premises) if premises else None)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -500,7 +513,7 @@ def _scoreboard(runs: list[Run], out: Path, started: float) -> int:
     return 0
 
 
-def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float) -> int:
+def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float, premises: Path | None) -> int:
     """The scoreboard rebuilt from evaluations files alone (``socratic_exp.study.evaluations``), written beside the
     first one unless ``--out`` says where."""
     from socratic_exp.study.evaluations import read_evaluations
@@ -511,7 +524,25 @@ def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float) 
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return _scoreboard(runs, out or paths[0].parent, started)
+    return _scoreboard(runs, out or paths[0].parent, started, premises)
+
+
+def _rates(paths: list[Path], out: Path | None, started: float) -> int:
+    """The selection's rates, from the sweep's folder or rebuilt from a ``rates.json`` (written beside it)."""
+    from socratic_exp.study.rates import arm_rates, read_rates, write_rates
+
+    try:
+        if len(paths) == 1 and paths[0].is_file():
+            arms, default_out = read_rates(paths[0]), paths[0].parent
+        else:
+            arms, default_out = arm_rates(find_runs(paths)), paths[0]
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    markdown, files = write_rates(arms, out or default_out)
+    print(markdown)
+    print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
+    return 0
 
 
 if __name__ == "__main__":
