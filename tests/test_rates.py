@@ -96,6 +96,21 @@ def test_the_report_chooses_each_arms_rate_and_rebuilds_it_from_its_file(selecti
         assert (rebuilt / name).read_bytes() == (selection / name).read_bytes()
 
 
+def test_the_launches_of_each_seed_are_read_as_one_selection(selection, tmp_path, capsys):
+    """One launch per selection seed: seed 100's folder and the other seeds' rates.json give the same choice, and
+    the same rates.json, as the whole selection read at once."""
+    assert report.main([str(selection), "--rates", "--out", str(tmp_path / "whole")]) == 0
+    first, rest = tmp_path / "seed100", tmp_path / "rest"
+    first.mkdir(), rest.mkdir()
+    for job in sorted(selection.glob("*/summary.json")):
+        seed = json.loads(job.read_text())["config"]["seed"]
+        job.parent.rename((first if seed == 100 else rest) / job.parent.name)
+    assert report.main([str(rest), "--rates"]) == 0
+    assert report.main([str(first), str(rest / "rates.json"), "--rates", "--out", str(tmp_path / "merged")]) == 0
+    assert (tmp_path / "merged" / "rates.json").read_bytes() == (tmp_path / "whole" / "rates.json").read_bytes()
+    assert "5e-06" in capsys.readouterr().out
+
+
 def test_a_damaged_rates_file_or_a_folder_without_selection_runs_is_one_line(tmp_path, capsys):
     damaged = tmp_path / "rates.json"
     damaged.write_text('{"format": 1, "seeds": [100], "arms": {"grpo": {"accuracy": 3}}}')

@@ -5,7 +5,7 @@
 ``+evidence_arm`` and one ``algorithm.learning_rate`` per run) and writes ``rates.md`` (each arm's mean final
 accuracy at each rate, the chosen rate marked), ``rates.json`` (every run's final accuracy, the rule and each arm's
 choice: the choice rebuilds from this file alone, ``--rates rates.json``) and ``rates.png`` (accuracy against the
-rate, a line per arm).
+rate, a line per arm). Several folders or files (a launch per selection seed) are read as one selection.
 
 The rule: for each arm, the rate whose mean final ``eval/greedy_acc`` over the selection seeds is highest; a tie
 (means within ``TIE``) goes to the lower rate (the smaller step, the slower drift from the student); a rate at which
@@ -176,6 +176,22 @@ def read_rates(path: Path) -> list[ArmRates]:
     for arm in arms:
         arm.chosen = choose(arm)
     return arms
+
+
+def merged(parts: Sequence[Sequence[ArmRates]]) -> list[ArmRates]:
+    """The arms of several launches (a selection seed each) as one selection, each choice made again by the rule."""
+    by_arm: dict[str, ArmRates] = {}
+    seeds = tuple(sorted({seed for part in parts for arm in part for seed in arm.seeds}))
+    for part in parts:
+        for arm in part:
+            into = by_arm.setdefault(arm.arm, ArmRates(arm.arm, {}, {}, seeds))
+            for rate, by_seed in arm.accuracy.items():
+                into.accuracy.setdefault(rate, {}).update(by_seed)
+            for rate, count in arm.failed.items():
+                into.failed[rate] = into.failed.get(rate, 0) + count
+    for arm in by_arm.values():
+        arm.chosen = choose(arm)
+    return list(by_arm.values())
 
 
 def write_rates(arms: Sequence[ArmRates], out: Path) -> tuple[str, list[Path]]:

@@ -528,18 +528,16 @@ def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float, 
 
 
 def _rates(paths: list[Path], out: Path | None, started: float) -> int:
-    """The selection's rates, from the sweep's folder or rebuilt from a ``rates.json`` (written beside it)."""
-    from socratic_exp.study.rates import arm_rates, read_rates, write_rates
+    """The selection's rates from its launches' folders or ``rates.json`` files, read as one selection (written
+    beside the first unless ``--out`` says where)."""
+    from socratic_exp.study.rates import arm_rates, merged, read_rates, write_rates
 
     try:
-        if len(paths) == 1 and paths[0].is_file():
-            arms, default_out = read_rates(paths[0]), paths[0].parent
-        else:
-            arms, default_out = arm_rates(find_runs(paths)), paths[0]
+        arms = merged([read_rates(path) if path.is_file() else arm_rates(find_runs([path])) for path in paths])
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    markdown, files = write_rates(arms, out or default_out)
+    markdown, files = write_rates(arms, out or (paths[0].parent if paths[0].is_file() else paths[0]))
     print(markdown)
     print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
     return 0
