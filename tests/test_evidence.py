@@ -441,6 +441,42 @@ def test_the_arms_table_gives_accuracy_by_step_and_when_each_run_collapsed(tmp_p
     assert "Sweep: `python -m socratic_exp +sweep=evidence 'model.warmstart_seed=${seed}'`" in board.markdown
 
 
+def long_runs(root: Path, arm: str, seeds_drops: dict[int, tuple[float, ...]], start: float = 0.70):
+    """Runs evaluated every 20 steps to step 100: accuracy at step 0 ``start``, then ``start`` minus each drop."""
+    for seed, drops in seeds_drops.items():
+        evals = [(0, start, 0.0)] + [(20 * (i + 1), round(start - d, 6), 10.0 * (i + 1)) for i, d in enumerate(drops)]
+        make_run(root, f"{arm}-{seed}", arm, seed, evals)
+
+
+def test_a_collapse_claim_counts_the_seeds_where_a_collapses_later_by_a_sign_test(tmp_path, capsys):
+    """SDPO collapses (10 points below step 0) at steps 40, 60, 20, never, 100 on seeds 0-4; VPD at 80, never, 20,
+    never, never: later on seeds 0, 1, 4 (never counts as 120), tied on 2 and 3. Sign test: 3 of 3, p = 1/8."""
+    from socratic_exp.core.methods import CollapseClaim
+    from socratic_exp.study.collapse import censored_step, score_all, sign_test
+
+    root = tmp_path / "long"
+    never = (0.02, 0.03, 0.05, 0.04, 0.06)
+    long_runs(root, "sdpo", {0: (0.05, 0.10, 0.2, 0.3, 0.3), 1: (0.0, 0.05, 0.12, 0.2, 0.3),
+                             2: (0.15, 0.2, 0.3, 0.3, 0.3), 3: never, 4: (0.0, 0.0, 0.0, 0.0, 0.10)})  # fmt: skip
+    long_runs(root, "vpd_dynamic", {0: (0.0, 0.0, 0.05, 0.10, 0.2), 1: never, 2: (0.11, 0.2, 0.2, 0.2, 0.2),
+                                    3: never, 4: (-0.05, -0.05, 0.0, 0.0, 0.0)})  # fmt: skip
+    runs = find_runs([root])
+    assert sorted(censored_step(r) for r in runs if r.overrides["evidence_arm"] == "sdpo") == [20, 40, 60, 100, 120]
+    assert (sign_test(3, 0), sign_test(5, 1), sign_test(0, 0)) == (0.125, 7 / 64, 1.0)
+    claim = CollapseClaim("vpd_dynamic>sdpo (collapse)", "VPD", "delays", "vpd_dynamic", "sdpo")
+    (row,) = score_all(runs, [claim])
+    assert (row.later, row.earlier, row.b_collapsed, len(row.seeds)) == (3, 0, 4, 5)
+    assert row.test.p == 0.125 and row.verdict == "inconclusive"  # one claim: Holm leaves p as it is
+    # drop from the best evaluation to the last: sdpo 0.30, 0.30, 0.30, 0.06, 0.10; vpd 0.20, 0.06, 0.20, 0.06 and
+    # 0.05 (best 0.75 at step 20, last 0.70)
+    assert row.drop_b == pytest.approx(1.06 / 5) and row.drop_a == pytest.approx(0.57 / 5)
+    rare = CollapseClaim("vpd_dynamic>sdpo (collapse)", "VPD", "delays", "sdpo", "vpd_dynamic")  # B collapses twice
+    assert score_all(runs, [rare])[0].verdict == "untestable here (no collapse to delay: 2 of 5 runs collapse)"
+    assert report.main([str(root), "--collapse"]) == 0
+    assert (root / "collapse.md").is_file() and (root / "collapse.png").stat().st_size > 10_000
+    assert "| `vpd_trust_region>sdpo (collapse)` |" not in capsys.readouterr().out  # its arm has no run here
+
+
 def test_b_is_read_at_as_final_step_and_says_so_when_it_has_no_evaluation_there(tmp_path):
     root = tmp_path / "sweep"
     for seed in range(2):
@@ -627,6 +663,8 @@ def test_the_shipped_headroom_scoreboard_is_its_evaluations_file_read_again(tmp_
     )
     assert {line["status"] for line in lines} == {"completed"}
     assert {line["git_commit"] for line in lines} == {"f276f99b3e941a37cbea27bf541e5ea190f63730"}
-    assert report.main([str(shipped / "evaluations.jsonl.gz"), "--scoreboard", "--out", str(tmp_path)]) == 0
+    premises = ROOT / "research" / "results" / "premises_students_headroom.json"  # the ten students' premises
+    assert report.main([str(shipped / "evaluations.jsonl.gz"), "--scoreboard", "--premises", str(premises),
+                        "--out", str(tmp_path)]) == 0  # fmt: skip
     for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv"):
         assert (tmp_path / name).read_text() == (shipped / name).read_text(), name

@@ -68,6 +68,18 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
+class CollapseClaim:
+    """A paper's claim that arm ``a``'s runs collapse later than arm ``b``'s, or not at all, read on long runs'
+    curves (``python -m socratic_exp.report <sweep folder> --collapse``, ``study.collapse``)."""
+
+    id: str
+    source: str
+    statement: str
+    a: str  # the arm claimed to collapse later
+    b: str  # the arm whose collapse it delays
+
+
+@dataclasses.dataclass(frozen=True)
 class Promise:
     """A premise figure and the level the embedded testbed's design promises for it."""
 
@@ -92,7 +104,8 @@ class Method:
       follow one another), and where its claims stand on the scoreboard;
     - ``premises(bench) -> {figure: value}``: its paper's precondition, measured by ``study.premises`` on a
       ``study.premises.Bench``; ``promises``: the levels those figures reach on the embedded testbed;
-    - ``claims``: its paper's claims, scored by ``study.evidence``;
+    - ``claims``: its paper's claims, scored by ``study.evidence``; ``collapse_claims``: those that one arm collapses
+      later than another, read on long runs by ``study.collapse``;
     - ``moved_keys``: ``{old key: its key now}`` (``{"teacher.margin": "algorithm.margin"}``), settings that
       were another group's once: a user who types the old key is told where it is set (``moved_key``).
     """
@@ -108,6 +121,7 @@ class Method:
     promises: tuple[Promise, ...] = ()
     claims: tuple[Claim, ...] = ()
     moved_keys: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    collapse_claims: tuple[CollapseClaim, ...] = ()
 
 
 def method_folders(package_path: Iterable[str]) -> list[str]:

@@ -1,7 +1,8 @@
 """Compare runs: ``python -m socratic_exp.report <sweep folder | run folders ...>``; one run folder: its own page.
 
 ``--scoreboard``: the evidence sweep's claims, one row each (``socratic_exp.study.evidence``). ``--rates``: each
-evidence arm's learning rate, chosen on the selection sweep (``socratic_exp.study.rates``).
+evidence arm's learning rate, chosen on the selection sweep (``socratic_exp.study.rates``). ``--collapse``: the claims
+that one arm collapses later than another, on long runs (``socratic_exp.study.collapse``).
 
 A single run folder gets ``report.md`` and PNGs in that folder (``write_run_report``): the before/after table,
 learning curves, the method's own telemetry (picked by the metric names it logged) and sample completions with
@@ -448,6 +449,8 @@ def arguments() -> argparse.ArgumentParser:
                         "(sweeps/evidence.yaml: each claim, paired by seed; socratic_exp.study.evidence)")  # fmt: skip
     parser.add_argument("--premises", type=Path, help="with --scoreboard: each seed's student's premise figures "
                         "(research/premises_students.py's file), for claims that can hold by construction")  # fmt: skip
+    parser.add_argument("--collapse", action="store_true", help="the claims that one arm collapses later than "
+                        "another, on long runs' curves (socratic_exp.study.collapse)")  # fmt: skip
     parser.add_argument("--rates", action="store_true", help="each evidence arm's learning rate, chosen on the "
                         "selection sweep by its fixed rule (sweeps/evidence_rates_selection.yaml; "
                         "socratic_exp.study.rates)")  # fmt: skip
@@ -464,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.rates:
         return _rates(args.paths, args.out, started)
+    if args.collapse:
+        return _collapse(args.paths, args.out, started)
     if args.scoreboard and all(path.is_file() for path in args.paths):  # a sweep's evaluations file(s)
         return _scoreboard_from_files(args.paths, args.out, started, args.premises)
     runs = find_runs(args.paths)
@@ -525,6 +530,19 @@ def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float, 
         print(f"error: {err}", file=sys.stderr)
         return 2
     return _scoreboard(runs, out or paths[0].parent, started, premises)
+
+
+def _collapse(paths: list[Path], out: Path | None, started: float) -> int:
+    from socratic_exp.study.collapse import write_collapse
+
+    try:
+        markdown, files = write_collapse(find_runs(paths), out or paths[0])
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(markdown)
+    print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
+    return 0
 
 
 def _rates(paths: list[Path], out: Path | None, started: float) -> int:

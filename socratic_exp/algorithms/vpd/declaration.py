@@ -13,4 +13,5 @@ METHOD = Method(
     sweep_figures=telemetry.sweep_figures,
     order=3,
     claims=evidence.CLAIMS,
+    collapse_claims=evidence.COLLAPSE_CLAIMS,
 )

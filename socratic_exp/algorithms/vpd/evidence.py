@@ -3,7 +3,7 @@ feedback, is SDPO's (``algorithms/sdpo/evidence.py``)."""
 
 from __future__ import annotations
 
-from socratic_exp.core.methods import Claim
+from socratic_exp.core.methods import Claim, CollapseClaim
 
 # On mathematical reasoning the paper (Fig. 4, DAPO-Math) reports that SDPO collapses, that VPD delays the collapse,
 # and that pure GRPO stays ahead of both: those are its claims for the arithmetic testbed, not "VPD beats GRPO".
@@ -38,4 +38,10 @@ CLAIMS = (
           "(successful rollouts distilled under their verdict; sdpo: failed ones only); "
           "feedback_only_without_solution; no effect here: remove_thinking (no <think> tags), scale_rewards (no "
           "hybrid)"),
+)  # fmt: skip
+COLLAPSE_CLAIMS = (
+    CollapseClaim("vpd_dynamic>sdpo (collapse)", "VPD, Fig. 4 (maths)", "VPD delays SDPO's collapse", "vpd_dynamic",
+                  "sdpo"),
+    CollapseClaim("vpd_trust_region>sdpo (collapse)", "VPD, Fig. 4 (maths)", "VPD (teacher in a trust region) "
+                  "delays SDPO's collapse", "vpd_trust_region", "sdpo"),
 )  # fmt: skip
