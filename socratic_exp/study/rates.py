@@ -120,17 +120,18 @@ def rates_markdown(arms: Sequence[ArmRates]) -> str:
 
 def plot_rates(arms: Sequence[ArmRates], path: Path) -> Path:
     plt = pyplot()
-    figure, ax = plt.subplots(figsize=(8, 5))
-    for arm in arms:
+    figure, ax = plt.subplots(figsize=(10, 5))
+    for index, arm in enumerate(arms):  # 20 colours and 4 markers: no two of up to 20 arms look alike
+        style = {"color": plt.cm.tab20(index % 20), "marker": "osD^"[index % 4]}
         rates = sorted(arm.accuracy)
-        line = ax.plot(rates, [arm.mean(rate) for rate in rates], marker="o", label=arm.arm)[0]
+        ax.plot(rates, [arm.mean(rate) for rate in rates], label=arm.arm, **style)
         if arm.chosen is not None:
-            ax.plot([arm.chosen], [arm.mean(arm.chosen)], marker="*", markersize=14, color=line.get_color())
+            ax.plot([arm.chosen], [arm.mean(arm.chosen)], markersize=16, color=style["color"], marker="*")
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel(f"mean final {METRIC} (selection seeds)")
     ax.set_title("Each arm's learning rate (star: chosen)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
     return save(figure, path)
 
