@@ -36,11 +36,6 @@ class Construction:
     below: float
     why: str
 
-    def holds(self, figures: Mapping[str, float]) -> bool | None:
-        """Whether it holds on a student's figures (None where they lack the figure)."""
-        value = figures.get(self.key)
-        return None if value is None else value < self.below
-
 
 @dataclasses.dataclass(frozen=True)
 class Claim:

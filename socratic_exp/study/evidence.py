@@ -397,7 +397,7 @@ def construction(row: Row, premises: Premises | None) -> str:
     values = [premises[seed][check.key] for seed in row.seeds if check.key in (premises or {}).get(seed, {})]
     if not values:
         return "not measured"
-    held = sum(check.holds({check.key: value}) for value in values)
+    held = sum(value < check.below for value in values)
     return (
         f"{held} of {len(values)} students: {check.key} {min(values):.3f}-{max(values):.3f} (below "
         f"{check.below:g}: {check.why})"

@@ -433,6 +433,10 @@ def publish_wandb(runs: Sequence[Run], built: Any) -> str:
     return f"W&B report: {built.url}{note}"
 
 
+def written(files: Sequence[Path], started: float) -> str:
+    return f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)"
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m socratic_exp.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", type=Path, help="a sweep folder, run folders, or folders holding them")
@@ -484,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args.paths) == 1 and (args.paths[0] / "summary.json").is_file() and not args.wandb:
         files = write_run_report(runs[0], args.out)
         print(f"{runs[0].path}: {runs[0].status}\n\n{before_after_table(runs[0].summary)}")
-        print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
+        print(written(files, started))
         return 0
     split = lambda text: [item.strip() for item in text.split(",") if item.strip()] if text else None  # noqa: E731
     out_dir = args.out or (args.paths[0] if len(args.paths) == 1 and not (args.paths[0] / "summary.json").is_file()
@@ -495,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(runs)} runs ({completed} completed) in {len(report.variants)} variants by "
           f"{', '.join(report.keys) or '(nothing differs)'}; mean +- std over completed runs\n")  # fmt: skip
     print(report.markdown)
-    print(f"\nwritten: {', '.join(str(f) for f in report.files)} ({time.perf_counter() - started:.1f} s)")
+    print(written(report.files, started))
     if args.wandb:
         entity, _, project = args.wandb.partition("/")
         if not entity or not project:
@@ -514,7 +518,7 @@ def _scoreboard(runs: list[Run], out: Path, started: float, premises: Path | Non
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(board.markdown)
-    print(f"\nwritten: {', '.join(str(f) for f in board.files)} ({time.perf_counter() - started:.1f} s)")
+    print(written(board.files, started))
     return 0
 
 
@@ -541,7 +545,7 @@ def _collapse(paths: list[Path], out: Path | None, started: float) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(markdown)
-    print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
+    print(written(files, started))
     return 0
 
 
@@ -557,7 +561,7 @@ def _rates(paths: list[Path], out: Path | None, started: float) -> int:
         return 2
     markdown, files = write_rates(arms, out or (paths[0].parent if paths[0].is_file() else paths[0]))
     print(markdown)
-    print(f"\nwritten: {', '.join(str(f) for f in files)} ({time.perf_counter() - started:.1f} s)")
+    print(written(files, started))
     return 0
 
 
