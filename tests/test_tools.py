@@ -45,7 +45,7 @@ def test_the_import_reader_finds_lazy_imports_and_sibling_tools():
     ]
 
 
-def test_benchmarks_holds_the_tools_and_each_names_how_to_run_it():
+def test_benchmarks_holds_the_tools_and_each_says_what_it_measures():
     assert {"layout", "same_values", "mutation", "resolve_extras", "vllm_cpu", "default_run"} <= SIBLINGS
     for path in TOOLS:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
