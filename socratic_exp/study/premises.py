@@ -147,7 +147,7 @@ class Bench:
             mask[row, : len(p) + len(a)] = 1
         logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits.float()
         spans = [torch.arange(len(p) - 1, len(p) + len(a) - 1) for p, a in pairs]
-        targets = [torch.tensor(a, device=logits.device) for _, a in pairs]
+        targets = [torch.tensor(a, dtype=torch.long, device=logits.device) for _, a in pairs]
         return torch.log_softmax(logits, dim=-1), spans, targets
 
     def prompt_features(self, prompts: Sequence[str], batch: int = 128) -> Any:

@@ -88,6 +88,8 @@ def gradient_split(bench: Bench) -> dict[str, float]:
     if not advantages.any():
         return {}
     entropies = [entropy for _, entropy in bench.token_stats(prompts, completions)]
+    if not sum(len(e) for e in entropies):
+        return {}
     threshold = torch.quantile(torch.cat(entropies), 0.8)  # the batch's top 20%, as the method masks
     every = [torch.full_like(e, float(a)) for e, a in zip(entropies, advantages, strict=True)]
     top = [w * (e >= threshold) for w, e in zip(every, entropies, strict=True)]
