@@ -1,5 +1,5 @@
-"""Claims that one arm collapses later than another, read on long runs' curves (``sweeps/evidence_long.yaml``;
-research/results/evidence_rates/PREREGISTRATION.md, Part 3).
+"""Claims that one arm collapses later than another, read on long runs' curves (Part 3 of
+research/results/evidence_rates/PREREGISTRATION.md).
 
 ``python -m socratic_exp.report <sweep folder> --collapse`` reads the sweep's run folders and writes
 ``collapse.md`` and ``collapse.csv`` (a row per claim of the methods' ``collapse_claims``) and ``collapse.png``
@@ -33,6 +33,7 @@ from socratic_exp.core.errors import UserError
 from socratic_exp.core.methods import CollapseClaim, in_order
 from socratic_exp.study.evidence import (
     ALPHA,
+    COLLAPSE_DROP,
     METRIC,
     Arms,
     Interval,
@@ -40,6 +41,7 @@ from socratic_exp.study.evidence import (
     collapse_step,
     evaluations,
     holm,
+    interval_text,
     paired_interval,
 )
 from socratic_exp.study.runs import Run
@@ -133,7 +135,7 @@ def score_all(runs: Sequence[Run], chosen: Sequence[CollapseClaim] | None = None
             if {claim.a, claim.b} <= arms.swept]  # fmt: skip
     if not rows:
         raise UserError(f"no collapse claim has both its arms among these {len(runs)} runs",
-                        "point --collapse at the folder of a +sweep=evidence_long launch")  # fmt: skip
+                        "point --collapse at a sweep that ran both arms of a method's collapse claim")  # fmt: skip
     holm([row.test for row in rows if row.test is not None], ALPHA)
     return rows
 
@@ -144,11 +146,12 @@ def collapse_markdown(rows: Sequence[CollapseRow]) -> str:
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} vs {r.claim.b}", len(r.seeds), r.b_collapsed,
          f"{r.later} / {r.earlier}", f"{r.test.p:.3g} -> {r.test.p_holm:.3g}" if r.test else "-", f"**{r.verdict}**",
-         f"{number(r.drop_a)} / {number(r.drop_b)}", _interval(r.drop_diff)]
+         f"{number(r.drop_a)} / {number(r.drop_b)}", interval_text(r.drop_diff)]
         for r in rows
     ]  # fmt: skip
     return (
-        "# Collapse\n\nA run collapses at its first evaluation 10 points or more below its accuracy at step 0; one "
+        f"# Collapse\n\nA run collapses at its first evaluation {COLLAPSE_DROP * 100:.0f} points or more below its "
+        "accuracy at step 0; one "
         "that never does counts one evaluation past its last. A delays B's collapse on a seed where its step is "
         f"later. With fewer than {COLLAPSED_AT_LEAST} of B's runs collapsing there is nothing to delay (untestable "
         "here); else a one-sided sign test over the seeds whose steps differ, Holm over the claims measured: "
@@ -156,12 +159,6 @@ def collapse_markdown(rows: Sequence[CollapseRow]) -> str:
         "as later, inconclusive otherwise. Drop from best: a run's best evaluation minus its last (mean per arm; A - "
         f"B paired by seed, for display).\n\n{markdown_table(header, table)}\n"
     )
-
-
-def _interval(interval: Interval | None) -> str:
-    if interval is None or math.isnan(interval.low):
-        return "-" if interval is None else f"{interval.mean:+.3f}"
-    return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
 
 
 def plot_steps(rows: Sequence[CollapseRow], path: Path) -> Path:

@@ -492,7 +492,7 @@ def csv_row(row: Row) -> dict[str, Any]:
     return record
 
 
-def _interval_text(interval: Interval | None) -> str:
+def interval_text(interval: Interval | None) -> str:
     if interval is None or not interval.n:
         return "-"
     if interval.n < 2:
@@ -592,9 +592,9 @@ def scoreboard_markdown(
               "notes"]  # fmt: skip
     table = [
         [f"`{r.claim.id}`", r.claim.source, f"{r.claim.a} {SIGNS[r.claim.kind]} {r.claim.b}",
-         r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), _interval_text(r.rollouts),
+         r.rollouts.n if r.rollouts else 0, number(r.a_mean), number(r.b_mean), interval_text(r.rollouts),
          f"**{r.verdict}**" + (" (knife-edge)" if r.knife_edge else ""), _tests_text(r), r.holm_verdict,
-         _detectable_text(r), _interval_text(r.time), r.time_verdict, _interval_text(r.tokens), r.tokens_verdict,
+         _detectable_text(r), interval_text(r.time), r.time_verdict, interval_text(r.tokens), r.tokens_verdict,
          r.construction, "; ".join(filter(None, [f"also differs: {r.claim.differences}" if r.claim.differences else "",
                                  r.notes])).replace("|", "/")]
         for r in rows
