@@ -348,7 +348,9 @@ def test_help_lists_the_sweeps_arm_groups_apart():
     arms = arms.split("== Config ==", 1)[0]
     assert re.search(r"^teacher: blackbox, llm, none, qwen27b, rule, socraticpo_official$", users, flags=re.MULTILINE)
     assert not re.search(r"^(evidence_arm|variant|vpd_arm)\b", users, flags=re.MULTILINE)
-    evidence = r"\(\+sweep=evidence / evidence_headroom / evidence_rates_selection / evidence_sparse\)"
+    sweeps = " / ".join(["evidence", "evidence_headroom", "evidence_long", "evidence_rates", "evidence_rates_selection",
+                         "evidence_sparse"])  # fmt: skip
+    evidence = rf"\(\+sweep={sweeps}\)"
     assert re.search(rf"^evidence_arm: composition, .*{evidence}$", arms, flags=re.MULTILINE)
     assert re.search(r"^variant: full, without_rd, without_tg +\(\+sweep=socraticpo_ablation\)$", arms, re.MULTILINE)
     assert re.search(r"^vpd_arm/sdpo: environment, sibling, teacher +\(\+sweep=vpd_ablation\)$", arms, re.MULTILINE)

@@ -92,7 +92,8 @@ def test_the_arms_set_what_their_claim_is_about():
     assert (composition.algorithm.entropy_mask.rho, composition.algorithm.entropy_mask.mode) == (0.2, "top")
 
 
-BUDGET = {"algorithm.max_steps", "evidence.arm_max_steps"}  # the grpo arm's longer run (read at equal steps too)
+# what any two arms differ in by design: the grpo arm's longer run (read at equal steps too) and the arm's name
+BY_DESIGN = {"algorithm.max_steps", "evidence.arm_max_steps", "evidence.arm"}
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
@@ -118,7 +119,7 @@ def test_every_claim_changes_what_it_is_about_and_lists_any_other_difference(cla
     """A row is single-factor or says what else differs: every setting in which its arms differ is one the claim
     is about (``changes``) or is named in its ``differences``; and each setting it is about does differ."""
     a, b = arm_settings[claim.a], arm_settings[claim.b]
-    differing = {key for key in a.keys() | b.keys() if a.get(key) != b.get(key)} - BUDGET
+    differing = {key for key in a.keys() | b.keys() if a.get(key) != b.get(key)} - BY_DESIGN
 
     def about(key):
         return any(key == c or (c.endswith(".") and key.startswith(c)) for c in claim.changes)
@@ -475,6 +476,10 @@ def test_a_collapse_claim_counts_the_seeds_where_a_collapses_later_by_a_sign_tes
     assert report.main([str(root), "--collapse"]) == 0
     assert (root / "collapse.md").is_file() and (root / "collapse.png").stat().st_size > 10_000
     assert "| `vpd_trust_region>sdpo (collapse)` |" not in capsys.readouterr().out  # its arm has no run here
+    # the same table from the launch's evaluations file
+    assert report.main([str(root), "--evaluations", "--out", str(tmp_path / "record")]) == 0
+    assert report.main([str(tmp_path / "record" / "evaluations.jsonl.gz"), "--collapse"]) == 0
+    assert (tmp_path / "record" / "collapse.md").read_text() == (root / "collapse.md").read_text()
 
 
 def test_b_is_read_at_as_final_step_and_says_so_when_it_has_no_evaluation_there(tmp_path):
@@ -641,6 +646,16 @@ def test_the_scoreboard_rebuilds_from_its_evaluations_file_to_the_digit(sweep, t
     assert not (second / "evaluations.jsonl.gz").exists()  # rebuilt from the file, not rewritten
     write_scoreboard(find_runs([sweep]), tmp_path / "third")
     assert (tmp_path / "third" / "evaluations.jsonl.gz").read_bytes() == packed.read_bytes()  # the same bytes
+
+    capsys.readouterr()  # a launch's record alone: the same file, nothing scored
+    assert report.main([str(sweep), "--evaluations", "--out", str(tmp_path / "record")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("28 runs (26 completed, 1 failed, 1 running) of 8 arms, seeds 0, 1, 2, 3, 4: nothing")
+    assert "reproduced" not in printed and "0.4" not in printed
+    assert (tmp_path / "record" / "evaluations.jsonl.gz").read_bytes() == packed.read_bytes()
+    (tmp_path / "empty").mkdir()
+    assert report.main([str(tmp_path / "empty"), "--evaluations"]) == 2
+    assert capsys.readouterr().err.startswith("error: no evidence runs")
 
     damaged = tmp_path / "damaged.jsonl.gz"
     damaged.write_bytes(packed.read_bytes()[:40])

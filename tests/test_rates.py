@@ -17,13 +17,17 @@ from socratic_exp.study.rates import ArmRates, choose
 SEEDS = (100, 101, 102)
 
 
+def _sweep_params(name: str) -> dict[str, list[str]]:
+    import yaml
+
+    params = yaml.safe_load((ROOT / "sweeps" / f"{name}.yaml").read_text())["hydra"]["sweeper"]["params"]
+    return {key: str(value).split(",") for key, value in params.items()}
+
+
 def test_the_selection_sweep_is_its_pre_registration():
     """What PREREGISTRATION.md fixes: the headroom regime's 12 arms and VPD without its E-step, the four rates,
     seeds 100-102, every arm (GRPO too) 60 steps on the headroom regime's students and task."""
-    import yaml
-
-    params = yaml.safe_load((ROOT / "sweeps" / "evidence_rates_selection.yaml").read_text())["hydra"]["sweeper"]
-    params = {key: str(value).split(",") for key, value in params["params"].items()}
+    params = _sweep_params("evidence_rates_selection")
     assert params["seed"] == ["100", "101", "102"]
     assert params["algorithm.learning_rate"] == ["2.5e-6", "5.0e-6", "1.0e-5", "2.0e-5"]
     assert len(params["+evidence_arm"]) == 13 and "vpd_without_e_step" in params["+evidence_arm"]
@@ -35,6 +39,32 @@ def test_the_selection_sweep_is_its_pre_registration():
         assert (components.algorithm.max_steps, components.algorithm.learning_rate) == (60, 2e-5)
         assert (components.task.rl_ops, cfg.model.warmstart_steps, cfg.model.warmstart_seed) == ([2, 3, 4], 1650, 101)
     assert components.algorithm.e_step == "off"
+
+
+def test_the_scoreboard_sweep_trains_each_arm_at_the_rate_the_selection_chose():
+    """Part 2 takes one thing from Part 1: each arm's rate, as rates.json names it."""
+    selection = json.loads((ROOT / "research/results/evidence_rates/selection/rates.json").read_text())
+    chosen = {arm: entry["chosen"] for arm, entry in selection["arms"].items()}
+    assert (chosen["grpo"], chosen["sdpo"], chosen["socratic_rl_kl"]) == (2e-5, 2e-5, 1e-5)  # by hand
+    params = _sweep_params("evidence_rates")
+    assert params["seed"] == [str(seed) for seed in range(10, 20)]
+    assert sorted(params["+evidence_arm"]) == sorted(chosen)
+    for arm in params["+evidence_arm"]:
+        cfg = compose("+sweep=evidence_rates", f"+evidence_arm={arm}", "seed=13")
+        components = build_components(cfg)
+        assert components.algorithm.learning_rate == chosen[arm], arm
+        assert components.algorithm.max_steps == (240 if arm == "grpo" else 60)
+        assert (components.task.rl_ops, cfg.model.warmstart_steps, cfg.model.warmstart_seed) == ([2, 3, 4], 1650, 13)
+
+
+def test_the_long_runs_train_every_arm_240_steps_at_its_selected_rate():
+    params = _sweep_params("evidence_long")
+    assert params["seed"] == [str(seed) for seed in range(10, 20)]
+    assert params["+evidence_arm"] == ["grpo", "sdpo", "vpd_dynamic", "vpd_trust_region"]
+    for arm in params["+evidence_arm"]:
+        algorithm = build_components(compose("+sweep=evidence_long", f"+evidence_arm={arm}", "seed=10")).algorithm
+        assert (algorithm.max_steps, algorithm.learning_rate) == (240, 2e-5), arm
+    assert algorithm.teacher_regularization == "trust_region"
 
 
 def arm(accuracy: dict[float, dict[int, float]], failed: dict[float, int] | None = None) -> ArmRates:

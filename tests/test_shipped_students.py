@@ -14,10 +14,10 @@ from socratic_exp.models.tiny.__main__ import main
 from socratic_exp.models.tiny.shipped import STUDENTS_DIR, WEIGHTS, find_shipped, problems, shipped_students
 from socratic_exp.tasks.arithmetic import ArithmeticTask
 
-EVIDENCE = {f"evidence-seed{seed}": seed for seed in range(10)}  # the evidence sweeps' students (a student per seed)
+EVIDENCE = {f"evidence-seed{seed}": seed for seed in range(20)}  # the evidence students: 0-9, 10-19 (rates)
 
 
-def test_the_default_and_the_ten_evidence_students_ship_and_match_their_manifests():
+def test_the_default_and_the_twenty_evidence_students_ship_and_match_their_manifests():
     students = shipped_students()
     assert sorted(s.name for s in students) == ["default", *sorted(EVIDENCE)]
     assert [problem for student in students for problem in problems(student)] == []
@@ -42,7 +42,7 @@ def test_the_default_student_was_built_from_the_defaults_written_here_by_hand():
      ({"lora": {"r": 8}}, "default"),  # LoRA shapes the RL phase, not the warm-started weights
      *[({"warmstart_steps": 1650, "warmstart_seed": seed}, name) for name, seed in EVIDENCE.items()],
      ({"warmstart_bf16": False}, None),  # a float32 build is another student: built here
-     ({"warmstart_steps": 1650, "warmstart_seed": 10}, None), ({"warmstart_seed": 1}, None),
+     ({"warmstart_steps": 1650, "warmstart_seed": 20}, None), ({"warmstart_seed": 1}, None),
      ({"hidden_size": 96}, None)],
 )  # fmt: skip
 def test_a_config_loads_the_shipped_student_built_from_it_and_no_other(settings, expected):

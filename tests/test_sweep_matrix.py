@@ -22,6 +22,8 @@ JOBS = {
     "entropy_quantile": dict.fromkeys([*ARITHMETIC, "entropy_masked_dapo_qwen3"], 6 * 3 * 3),
     "evidence": {None: 17 * 5},
     "evidence_headroom": {None: 12 * 10},
+    "evidence_long": {None: 4 * 10},
+    "evidence_rates": {None: 13 * 10},
     "evidence_rates_selection": {None: 13 * 4 * 3},
     "evidence_sparse": {None: 7 * 5},
     "goldilocks_vs_uniform": {**dict.fromkeys(ARITHMETIC, 2 * 2 * 3), "goldilocks_openmath": 2 * 1 * 3},
@@ -35,7 +37,8 @@ JOBS = {
 }
 # the refusal's reason, by hand, for every pair not in JOBS
 REASONS = dict.fromkeys(
-    ["evidence", "evidence_headroom", "evidence_rates_selection", "evidence_sparse"], "shipped students"
+    ["evidence", "evidence_headroom", "evidence_long", "evidence_rates", "evidence_rates_selection", "evidence_sparse"],
+    "shipped students",
 )
 ALGORITHM_CLASH = "the sweep ablates"  # the overlay is a setup for another method
 NO_AXIS = "gives no values for the sweep's setup-specific axis"  # a paper overlay without the sweep's axis values

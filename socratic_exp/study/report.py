@@ -455,6 +455,9 @@ def arguments() -> argparse.ArgumentParser:
                         "(research/premises_students.py's file), for claims that can hold by construction")  # fmt: skip
     parser.add_argument("--collapse", action="store_true", help="the claims that one arm collapses later than "
                         "another, on long runs' curves (socratic_exp.study.collapse)")  # fmt: skip
+    parser.add_argument("--evaluations", action="store_true", help="only the evidence runs' evaluations file "
+                        "(evaluations.jsonl.gz, what --scoreboard and --collapse rebuild from), scoring nothing: a "
+                        "launch's record, kept before the scoreboard is built")  # fmt: skip
     parser.add_argument("--rates", action="store_true", help="each evidence arm's learning rate, chosen on the "
                         "selection sweep by its fixed rule (sweeps/evidence_rates_selection.yaml; "
                         "socratic_exp.study.rates)")  # fmt: skip
@@ -475,6 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _collapse(args.paths, args.out, started)
     if args.scoreboard and all(path.is_file() for path in args.paths):  # a sweep's evaluations file(s)
         return _scoreboard_from_files(args.paths, args.out, started, args.premises)
+    if args.evaluations:
+        return _evaluations(args.paths, args.out, started)
     runs = find_runs(args.paths)
     for run in runs:
         if run.summary.get("status") == DAMAGED:  # reported, counted as not completed; the others go on
@@ -522,25 +527,57 @@ def _scoreboard(runs: list[Run], out: Path, started: float, premises: Path | Non
     return 0
 
 
-def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float, premises: Path | None) -> int:
-    """The scoreboard rebuilt from evaluations files alone (``socratic_exp.study.evaluations``), written beside the
-    first one unless ``--out`` says where."""
+def _recorded(paths: list[Path]) -> list[Run]:
+    """The evidence runs of evaluations files (``socratic_exp.study.evaluations``) or of sweep folders."""
     from socratic_exp.study.evaluations import read_evaluations
     from socratic_exp.study.evidence import ARM_KEY, METRIC, TIME, TOKENS
 
+    if all(path.is_file() for path in paths):
+        return [run for path in paths for run in read_evaluations(path, ARM_KEY, (METRIC, TIME, TOKENS))]
+    return find_runs(paths)
+
+
+def _scoreboard_from_files(paths: list[Path], out: Path | None, started: float, premises: Path | None) -> int:
+    """The scoreboard rebuilt from evaluations files alone, written beside the first one unless ``--out`` says
+    where."""
     try:
-        runs: list[Run] = [run for path in paths for run in read_evaluations(path, ARM_KEY, (METRIC, TIME, TOKENS))]
+        runs = _recorded(paths)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return _scoreboard(runs, out or paths[0].parent, started, premises)
 
 
+def _evaluations(paths: list[Path], out: Path | None, started: float) -> int:
+    """The launch's evaluations file alone: every evidence run's line, nothing scored (no accuracy printed)."""
+    from collections import Counter
+
+    from socratic_exp.study.evaluations import EVALUATIONS_FILE, write_evaluations
+    from socratic_exp.study.evidence import evaluation_lines, sweep_commands
+
+    runs = find_runs(paths)
+    lines = evaluation_lines(runs, sweep_commands(runs))
+    if not lines:
+        print(f"error: no evidence runs (+evidence_arm=..., seed=...) in {' '.join(map(str, paths))}: point "
+              "--evaluations at an evidence sweep's launch folder", file=sys.stderr)  # fmt: skip
+        return 2
+    out = out or paths[0]
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_evaluations(lines, out / EVALUATIONS_FILE)
+    counts = sorted(Counter(line["status"] for line in lines).items())
+    statuses = ", ".join(f"{count} {status}" for status, count in counts)
+    arms = sorted({line["arm"] for line in lines})
+    print(f"{len(lines)} runs ({statuses}) of {len(arms)} arms, seeds "
+          f"{', '.join(map(str, sorted({line['seed'] for line in lines})))}: nothing scored")  # fmt: skip
+    print(written([path], started))
+    return 0
+
+
 def _collapse(paths: list[Path], out: Path | None, started: float) -> int:
     from socratic_exp.study.collapse import write_collapse
 
     try:
-        markdown, files = write_collapse(find_runs(paths), out or paths[0])
+        markdown, files = write_collapse(_recorded(paths), out or (paths[0].parent if paths[0].is_file() else paths[0]))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
