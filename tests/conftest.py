@@ -27,6 +27,14 @@ CONF = ROOT / "conf"
 SHARED_DATA = Path(os.environ.get("SOCRATIC_EXP_DATA") or ROOT.parent / "shared" / "data")
 
 
+def sweep_grid(sweep: str) -> dict[str, list[str]]:
+    """A sweep file's grid, each parameter's values as written."""
+    import yaml
+
+    params = yaml.safe_load((ROOT / "sweeps" / f"{sweep}.yaml").read_text())["hydra"]["sweeper"]["params"]
+    return {key: str(values).split(",") for key, values in params.items()}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files with the most end-to-end (``slow``) tests first: xdist hands out whole files (``--dist loadfile``,
     in this order: ``--no-loadscope-reorder``), so the last files to start are short ones and no worker waits long

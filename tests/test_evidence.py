@@ -10,8 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
-from conftest import ROOT, compose
+from conftest import ROOT, compose, sweep_grid
 
 from socratic_exp.runtime.assembly import build_components
 from socratic_exp.runtime.callbacks import TRAIN_CLOCK, PeriodicEvalCallback, TrainClock
@@ -23,23 +22,17 @@ ARMS = sorted(p.stem for p in (ROOT / "conf" / "evidence_arm").glob("*.yaml"))
 
 
 # --- the arms and the sweeps -----------------------------------------------------------------------------------
-def grid(sweep: str) -> dict[str, list[str]]:
-    """A sweep file's grid, each parameter's values as written."""
-    params = yaml.safe_load((ROOT / "sweeps" / f"{sweep}.yaml").read_text())["hydra"]["sweeper"]["params"]
-    return {key: str(values).split(",") for key, values in params.items()}
-
-
 def test_the_claims_name_the_arms_that_exist_and_every_arm_is_in_a_sweep():
     named = {arm for claim in claims() for arm in (claim.a, claim.b)}
     assert named == set(ARMS) and len(ARMS) == 18
-    regime_1, headroom = grid("evidence")["+evidence_arm"], grid("evidence_headroom")["+evidence_arm"]
+    regime_1, headroom = sweep_grid("evidence")["+evidence_arm"], sweep_grid("evidence_headroom")["+evidence_arm"]
     assert sorted(set(ARMS) - set(regime_1)) == ["vpd_trust_region"] and set(headroom) < set(ARMS)
 
 
 def test_the_headroom_sweep_is_its_pre_registration():
     """What the headroom regime's PREREGISTRATION.md fixes: 12 arms x seeds 0-9, the graded task at 5e-6, the
     shipped 1650-step students and three distillations in Socratic-RL's 60 steps."""
-    params = grid("evidence_headroom")
+    params = sweep_grid("evidence_headroom")
     assert params["seed"] == [str(seed) for seed in range(10)]
     assert sorted(params["+evidence_arm"]) == sorted(
         ["grpo", "socraticpo", "socraticpo_without_tg", "socraticpo_without_rd", "reinforce_pp", "entropy_top",
@@ -665,6 +658,26 @@ def test_the_scoreboard_rebuilds_from_its_evaluations_file_to_the_digit(sweep, t
     assert error.startswith(f"error: {damaged}: not a readable evaluations file") and error.count("\n") == 1
 
 
+def test_each_landed_launch_of_the_rates_scoreboard_is_its_seeds_arms_all_completed():
+    """The per-arm-rate scoreboard as it runs, one launch per seed (research/results/evidence_rates/PREREGISTRATION.md):
+    each landed launch's file holds its seed's run of every arm, each completed on its seed's shipped student, GRPO
+    240 steps and the others 60, from the commit that recorded the students' premises."""
+    import gzip
+
+    files = sorted((ROOT / "research/results/evidence_rates/scoreboard").glob("seed*/evaluations.jsonl.gz"))
+    assert files, "no launch of +sweep=evidence_rates has landed"
+    for path in files:
+        seed = int(path.parent.name.removeprefix("seed"))
+        assert 10 <= seed <= 19
+        with gzip.open(path, "rt") as handle:
+            lines = [json.loads(text) for text in handle]
+        assert sorted(line["arm"] for line in lines) == sorted(sweep_grid("evidence_rates")["+evidence_arm"])
+        assert {(line["seed"], line["status"], line["student"]) for line in lines} == {
+            (seed, "completed", f"tiny/evidence-seed{seed}")}  # fmt: skip
+        assert {line["arm"]: line["steps"] for line in lines if line["steps"] != 60} == {"grpo": 240}
+        assert {line["git_commit"] for line in lines} == {"5e1762913abe385be096bdceebcb1df5a60e7131"}
+
+
 def test_the_shipped_headroom_scoreboard_is_its_evaluations_file_read_again(tmp_path):
     """The pre-registered sweep as it ran: every one of its 120 jobs completed, from the pre-registration's commit,
     and the scoreboard the docs cite is what its evaluations file gives."""
@@ -674,7 +687,7 @@ def test_the_shipped_headroom_scoreboard_is_its_evaluations_file_read_again(tmp_
     with gzip.open(shipped / "evaluations.jsonl.gz", "rt") as handle:
         lines = [json.loads(text) for text in handle]
     assert sorted((line["arm"], line["seed"]) for line in lines) == sorted(
-        (arm, seed) for arm in grid("evidence_headroom")["+evidence_arm"] for seed in range(10)
+        (arm, seed) for arm in sweep_grid("evidence_headroom")["+evidence_arm"] for seed in range(10)
     )
     assert {line["status"] for line in lines} == {"completed"}
     assert {line["git_commit"] for line in lines} == {"f276f99b3e941a37cbea27bf541e5ea190f63730"}

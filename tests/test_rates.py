@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, compose
+from conftest import ROOT, compose, sweep_grid
 
 from socratic_exp.runtime.assembly import build_components
 from socratic_exp.study import report
@@ -17,17 +17,10 @@ from socratic_exp.study.rates import ArmRates, choose
 SEEDS = (100, 101, 102)
 
 
-def _sweep_params(name: str) -> dict[str, list[str]]:
-    import yaml
-
-    params = yaml.safe_load((ROOT / "sweeps" / f"{name}.yaml").read_text())["hydra"]["sweeper"]["params"]
-    return {key: str(value).split(",") for key, value in params.items()}
-
-
 def test_the_selection_sweep_is_its_pre_registration():
     """What PREREGISTRATION.md fixes: the headroom regime's 12 arms and VPD without its E-step, the four rates,
     seeds 100-102, every arm (GRPO too) 60 steps on the headroom regime's students and task."""
-    params = _sweep_params("evidence_rates_selection")
+    params = sweep_grid("evidence_rates_selection")
     assert params["seed"] == ["100", "101", "102"]
     assert params["algorithm.learning_rate"] == ["2.5e-6", "5.0e-6", "1.0e-5", "2.0e-5"]
     assert len(params["+evidence_arm"]) == 13 and "vpd_without_e_step" in params["+evidence_arm"]
@@ -46,7 +39,7 @@ def test_the_scoreboard_sweep_trains_each_arm_at_the_rate_the_selection_chose():
     selection = json.loads((ROOT / "research/results/evidence_rates/selection/rates.json").read_text())
     chosen = {arm: entry["chosen"] for arm, entry in selection["arms"].items()}
     assert (chosen["grpo"], chosen["sdpo"], chosen["socratic_rl_kl"]) == (2e-5, 2e-5, 1e-5)  # by hand
-    params = _sweep_params("evidence_rates")
+    params = sweep_grid("evidence_rates")
     assert params["seed"] == [str(seed) for seed in range(10, 20)]
     assert sorted(params["+evidence_arm"]) == sorted(chosen)
     for arm in params["+evidence_arm"]:
@@ -58,7 +51,7 @@ def test_the_scoreboard_sweep_trains_each_arm_at_the_rate_the_selection_chose():
 
 
 def test_the_long_runs_train_every_arm_240_steps_at_its_selected_rate():
-    params = _sweep_params("evidence_long")
+    params = sweep_grid("evidence_long")
     assert params["seed"] == [str(seed) for seed in range(10, 20)]
     assert params["+evidence_arm"] == ["grpo", "sdpo", "vpd_dynamic", "vpd_trust_region"]
     for arm in params["+evidence_arm"]:
