@@ -696,3 +696,15 @@ def test_the_shipped_headroom_scoreboard_is_its_evaluations_file_read_again(tmp_
                         "--out", str(tmp_path)]) == 0  # fmt: skip
     for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv"):
         assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
+
+
+def test_the_shipped_rates_scoreboard_is_its_ten_launches_files_read_again(tmp_path):
+    """The per-arm-rate scoreboard the docs cite is what the ten launches' evaluations files give, with the
+    evaluation students' premises."""
+    shipped = ROOT / "research/results/evidence_rates/scoreboard"
+    files = sorted(shipped.glob("seed*/evaluations.jsonl.gz"))
+    assert [path.parent.name for path in files] == [f"seed{seed}" for seed in range(10, 20)]
+    premises = ROOT / "research/results/evidence_rates/premises_students_eval.json"
+    assert report.main([*map(str, files), "--scoreboard", "--premises", str(premises), "--out", str(tmp_path)]) == 0
+    for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv"):
+        assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
