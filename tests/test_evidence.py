@@ -708,3 +708,23 @@ def test_the_shipped_rates_scoreboard_is_its_ten_launches_files_read_again(tmp_p
     assert report.main([*map(str, files), "--scoreboard", "--premises", str(premises), "--out", str(tmp_path)]) == 0
     for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv"):
         assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
+
+
+def test_each_landed_launch_of_the_long_runs_is_its_seeds_four_arms_all_completed_at_240_steps():
+    """The long runs as they ran, one launch per seed (Part 3 of research/results/evidence_rates/PREREGISTRATION.md):
+    each landed launch's file holds its seed's run of GRPO, SDPO and both VPD arms, each completed 240 steps on its
+    seed's shipped student, from a commit after the per-arm-rate scoreboard's (the code the scoreboard ran)."""
+    import gzip
+
+    after_the_scoreboard = {"5097bf149d0b2c6c3e2221d44647e2a0eeb58bfc", "b2c64593d0253c2e5f0e0dc783b195c201409ae9"}
+    files = sorted((ROOT / "research/results/evidence_rates/long").glob("seed*/evaluations.jsonl.gz"))
+    assert files, "no launch of +sweep=evidence_long has landed"
+    for path in files:
+        seed = int(path.parent.name.removeprefix("seed"))
+        assert 10 <= seed <= 19
+        with gzip.open(path, "rt") as handle:
+            lines = [json.loads(text) for text in handle]
+        assert sorted(line["arm"] for line in lines) == ["grpo", "sdpo", "vpd_dynamic", "vpd_trust_region"]
+        assert {(line["seed"], line["status"], line["student"], line["steps"]) for line in lines} == {
+            (seed, "completed", f"tiny/evidence-seed{seed}", 240)}  # fmt: skip
+        assert {line["git_commit"] for line in lines} <= after_the_scoreboard
