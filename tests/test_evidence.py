@@ -728,3 +728,14 @@ def test_each_landed_launch_of_the_long_runs_is_its_seeds_four_arms_all_complete
         assert {(line["seed"], line["status"], line["student"], line["steps"]) for line in lines} == {
             (seed, "completed", f"tiny/evidence-seed{seed}", 240)}  # fmt: skip
         assert {line["git_commit"] for line in lines} <= after_the_scoreboard
+
+
+def test_the_shipped_long_scoreboard_and_collapse_table_are_the_ten_launches_files_read_again(tmp_path):
+    """The step-240 scoreboard and the collapse table the docs cite are what the ten long launches' files give."""
+    shipped = ROOT / "research/results/evidence_rates/long"
+    files = sorted(shipped.glob("seed*/evaluations.jsonl.gz"))
+    assert [path.parent.name for path in files] == [f"seed{seed}" for seed in range(10, 20)]
+    assert report.main([*map(str, files), "--scoreboard", "--out", str(tmp_path)]) == 0
+    assert report.main([*map(str, files), "--collapse", "--out", str(tmp_path)]) == 0
+    for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv", "collapse.md", "collapse.csv"):
+        assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
