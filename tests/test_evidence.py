@@ -658,19 +658,26 @@ def test_the_scoreboard_rebuilds_from_its_evaluations_file_to_the_digit(sweep, t
     assert error.startswith(f"error: {damaged}: not a readable evaluations file") and error.count("\n") == 1
 
 
-def test_each_landed_launch_of_the_rates_scoreboard_is_its_seeds_arms_all_completed():
-    """The per-arm-rate scoreboard as it runs, one launch per seed (research/results/evidence_rates/PREREGISTRATION.md):
-    each landed launch's file holds its seed's run of every arm, each completed on its seed's shipped student, GRPO
-    240 steps and the others 60, from the commit that recorded the students' premises."""
+def landed_launches(folder: str, sweep: str) -> list[tuple[int, list[dict]]]:
+    """Each landed launch's seed and evaluation lines: a Part 2 or 3 folder's seed<k>/evaluations.jsonl.gz."""
     import gzip
 
-    files = sorted((ROOT / "research/results/evidence_rates/scoreboard").glob("seed*/evaluations.jsonl.gz"))
-    assert files, "no launch of +sweep=evidence_rates has landed"
+    files = sorted((ROOT / "research/results/evidence_rates" / folder).glob("seed*/evaluations.jsonl.gz"))
+    assert files, f"no launch of +sweep={sweep} has landed"
+    launches = []
     for path in files:
         seed = int(path.parent.name.removeprefix("seed"))
         assert 10 <= seed <= 19
         with gzip.open(path, "rt") as handle:
-            lines = [json.loads(text) for text in handle]
+            launches.append((seed, [json.loads(text) for text in handle]))
+    return launches
+
+
+def test_each_landed_launch_of_the_rates_scoreboard_is_its_seeds_arms_all_completed():
+    """The per-arm-rate scoreboard as it runs, one launch per seed (research/results/evidence_rates/PREREGISTRATION.md):
+    each landed launch's file holds its seed's run of every arm, each completed on its seed's shipped student, GRPO
+    240 steps and the others 60, from the commit that recorded the students' premises."""
+    for seed, lines in landed_launches("scoreboard", "evidence_rates"):
         assert sorted(line["arm"] for line in lines) == sorted(sweep_grid("evidence_rates")["+evidence_arm"])
         assert {(line["seed"], line["status"], line["student"]) for line in lines} == {
             (seed, "completed", f"tiny/evidence-seed{seed}")}  # fmt: skip
@@ -714,16 +721,8 @@ def test_each_landed_launch_of_the_long_runs_is_its_seeds_four_arms_all_complete
     """The long runs as they ran, one launch per seed (Part 3 of research/results/evidence_rates/PREREGISTRATION.md):
     each landed launch's file holds its seed's run of GRPO, SDPO and both VPD arms, each completed 240 steps on its
     seed's shipped student, from a commit after the per-arm-rate scoreboard's (the code the scoreboard ran)."""
-    import gzip
-
     after_the_scoreboard = {"5097bf149d0b2c6c3e2221d44647e2a0eeb58bfc", "b2c64593d0253c2e5f0e0dc783b195c201409ae9"}
-    files = sorted((ROOT / "research/results/evidence_rates/long").glob("seed*/evaluations.jsonl.gz"))
-    assert files, "no launch of +sweep=evidence_long has landed"
-    for path in files:
-        seed = int(path.parent.name.removeprefix("seed"))
-        assert 10 <= seed <= 19
-        with gzip.open(path, "rt") as handle:
-            lines = [json.loads(text) for text in handle]
+    for seed, lines in landed_launches("long", "evidence_long"):
         assert sorted(line["arm"] for line in lines) == ["grpo", "sdpo", "vpd_dynamic", "vpd_trust_region"]
         assert {(line["seed"], line["status"], line["student"], line["steps"]) for line in lines} == {
             (seed, "completed", f"tiny/evidence-seed{seed}", 240)}  # fmt: skip
