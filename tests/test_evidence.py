@@ -738,3 +738,23 @@ def test_the_shipped_long_scoreboard_and_collapse_table_are_the_ten_launches_fil
     assert report.main([*map(str, files), "--collapse", "--out", str(tmp_path)]) == 0
     for name in ("scoreboard.md", "scoreboard.csv", "scoreboard_arms.csv", "collapse.md", "collapse.csv"):
         assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
+
+
+def test_the_long_runs_figures_the_evidence_page_quotes():
+    """The page's reading of the long runs, its figures written by hand: no SDPO run collapses (so both delay claims
+    are untestable), VPD without a regulariser ends at 0.480 with 2 runs collapsed, the trust-region arm at 0.627."""
+    shipped = ROOT / "research/results/evidence_rates/long"
+    with open(shipped / "scoreboard_arms.csv", newline="") as handle:
+        arms = {row["arm"]: row for row in csv.DictReader(handle)}
+    final_and_collapsed = {
+        arm: (round(float(row["eval/greedy_acc mean"]), 3), row["collapsed"]) for arm, row in arms.items()
+    }
+    assert final_and_collapsed == {"grpo": (0.621, "0"), "sdpo": (0.615, "0"), "vpd_dynamic": (0.480, "2"),
+                                   "vpd_trust_region": (0.627, "0")}  # fmt: skip
+    with open(shipped / "collapse.csv", newline="") as handle:
+        claims = {row["claim"]: row for row in csv.DictReader(handle)}
+    assert {claim: (row["b_collapsed"], row["verdict"].split(" (")[0]) for claim, row in claims.items()} == {
+        "vpd_dynamic>sdpo (collapse)": ("0", "untestable here"),
+        "vpd_trust_region>sdpo (collapse)": ("0", "untestable here"),
+    }
+    assert round(float(claims["vpd_dynamic>sdpo (collapse)"]["drop_a"]), 3) == 0.134
